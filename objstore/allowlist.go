@@ -69,3 +69,6 @@ func (a *allowlisted) Delete(ctx context.Context, key string) error {
 	}
 	return a.Store.Delete(ctx, key)
 }
+
+// Unwrap returns the wrapped store.
+func (a *allowlisted) Unwrap() Store { return a.Store }

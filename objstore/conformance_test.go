@@ -2,7 +2,6 @@ package objstore_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -16,21 +15,7 @@ import (
 var s3srv *s3test.Server
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "stado-objstore-s3-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	s3srv, err = s3test.StartServer(dir)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "S3 test server: %v\n", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	s3srv.Stop()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(s3test.RunTests(m, &s3srv))
 }
 
 func newS3(t *testing.T, o objstore.S3Options) *objstore.S3 {

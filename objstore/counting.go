@@ -97,3 +97,6 @@ func (c *Counting) List(ctx context.Context, prefix string, fn func(Entry) error
 	c.counts[VerbList].Add(1)
 	return c.Store.List(ctx, prefix, fn)
 }
+
+// Unwrap returns the wrapped store.
+func (c *Counting) Unwrap() Store { return c.Store }

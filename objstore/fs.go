@@ -34,8 +34,8 @@ const lockFileName = ".stado.lock"
 // back up and restore the state with ordinary tools.
 //
 // Every write is atomic and durable: the new content is written to a
-// temporary file in the target's directory and fsynced, then, holding the
-// key's lock, the condition is checked, the file renamed into place and the
+// temporary file in the target's directory; then, holding the key's lock,
+// the condition is checked, the file fsynced and renamed into place, and the
 // directory fsynced. The lock is an open-file-description (OFD) byte-range
 // lock on <root>/.stado.lock plus an in-process mutex per stripe, so FS is
 // safe for many goroutines and many processes on one host. It is not safe on
@@ -156,6 +156,19 @@ func (s *FS) replace(ctx context.Context, op, key string, body []byte, check fun
 		return "", opError(op, key, ErrUnavailable, err)
 	}
 	target := s.path(key)
+	// Fail fast when the condition already fails, before paying for a
+	// temporary file and an fsync: a condition seen failing at any moment
+	// of the call is a valid answer (it linearizes at that read). The check
+	// that decides a success is repeated under the lock below.
+	if check != nil {
+		cur, err := os.ReadFile(target)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return "", fsError(op, key, err)
+		}
+		if cerr := check(cur, err == nil); cerr != nil {
+			return "", opError(op, key, cerr, nil)
+		}
+	}
 	dir := filepath.Dir(target)
 	if err := s.mkdirAll(dir); err != nil {
 		return "", fsError(op, key, err)
@@ -166,8 +179,9 @@ func (s *FS) replace(ctx context.Context, op, key string, body []byte, check fun
 	}
 	renamed := false
 	defer func() {
+		_ = tmp.Close()
 		if !renamed {
-			_ = os.Remove(tmp)
+			_ = os.Remove(tmp.Name())
 		}
 	}()
 
@@ -186,7 +200,12 @@ func (s *FS) replace(ctx context.Context, op, key string, body []byte, check fun
 			return "", opError(op, key, cerr, nil)
 		}
 	}
-	if err := os.Rename(tmp, target); err != nil {
+	// Only a write that is going to land pays for the fsync: under
+	// contention most conditional writes lose, and losing must be cheap.
+	if err := tmp.Sync(); err != nil {
+		return "", fsError(op, key, err)
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
 		return "", fsError(op, key, err)
 	}
 	renamed = true
@@ -377,32 +396,24 @@ func (s *FS) mkdirAll(dir string) error {
 	return syncDir(parent)
 }
 
-// writeTemp writes body to a new hidden file in dir and fsyncs it.
-func writeTemp(dir, base string, body []byte) (string, error) {
+// writeTemp writes body to a new hidden file in dir and returns it open;
+// the caller fsyncs it before renaming it into place.
+func writeTemp(dir, base string, body []byte) (*os.File, error) {
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
-		return "", err
+		return nil, err
 	}
 	name := filepath.Join(dir, "."+base+"."+hex.EncodeToString(rnd[:])+".tmp")
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if _, err := f.Write(body); err != nil {
 		f.Close()
 		os.Remove(name)
-		return "", err
+		return nil, err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(name)
-		return "", err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(name)
-		return "", err
-	}
-	return name, nil
+	return f, nil
 }
 
 func syncDir(dir string) error {

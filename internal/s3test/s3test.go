@@ -232,3 +232,24 @@ func (s *Server) Bucket(tb testing.TB) string {
 	}
 	return b
 }
+
+// RunTests starts one server for a whole test binary, stores it in *srv,
+// runs the tests and stops it. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(s3test.RunTests(m, &srv)) }
+func RunTests(m *testing.M, srv **Server) int {
+	dir, err := os.MkdirTemp("", "stado-s3test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	s, err := StartServer(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "S3 test server: %v\n", err)
+		return 1
+	}
+	defer s.Stop()
+	*srv = s
+	return m.Run()
+}
