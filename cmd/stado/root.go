@@ -128,7 +128,7 @@ S3-compatible store with conditional writes (--store s3://BUCKET/PREFIX).`,
 	pf.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	pf.CountVarP(&a.verbose, "verbose", "v", "log more (-v info, -vv debug)")
 
-	root.AddCommand(newVersionCmd(a))
+	root.AddCommand(newVersionCmd(a), newOptimizeCmd(a), newServiceCmd(a), newBeaconCmd(a))
 	return root
 }
 
