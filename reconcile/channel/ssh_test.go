@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,142 +17,9 @@ import (
 	"time"
 
 	"github.com/stado/stado/internal/localconfig"
+	"github.com/stado/stado/internal/sshtest"
 	"github.com/stado/stado/reconcile/channel"
 )
-
-const sshInstallHint = "install OpenSSH with `apt-get update && apt-get install -y openssh-server openssh-client` (.ci/run does this)"
-
-// sshServer is a real OpenSSH server on 127.0.0.1 with its own host key,
-// accepting one freshly generated client key.
-type sshServer struct {
-	port       int
-	dir        string
-	hostPub    string // "ssh-ed25519 AAAA..."
-	identity   string // the client's private key
-	knownHosts string // a known_hosts file holding the server's key
-	user       string
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-func keygen(t *testing.T, path, comment string) string {
-	t.Helper()
-	out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ssh-keygen: %v: %s", err, out)
-	}
-	pub, err := os.ReadFile(path + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(pub))
-	return f[0] + " " + f[1]
-}
-
-// startSSHD starts /usr/sbin/sshd in the foreground on a free port and
-// stops it when the test ends. A missing sshd fails the test: the ssh
-// channel must be proven against a real server, never skipped.
-func startSSHD(t *testing.T) *sshServer {
-	t.Helper()
-	const sshd = "/usr/sbin/sshd"
-	if _, err := os.Stat(sshd); err != nil {
-		t.Fatalf("%s is missing (%v): %s", sshd, err, sshInstallHint)
-	}
-	for _, tool := range []string{"ssh", "ssh-keygen"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is missing: %s", tool, sshInstallHint)
-		}
-	}
-	// sshd's privilege separation directory.
-	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-		t.Fatalf("sshd needs /run/sshd: %v; create it as root (mkdir -p /run/sshd)", err)
-	}
-	u, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &sshServer{dir: t.TempDir(), port: freePort(t), user: u.Username}
-	s.hostPub = keygen(t, filepath.Join(s.dir, "host_ed25519"), "stado-test-host")
-	s.identity = filepath.Join(s.dir, "client_ed25519")
-	clientPub := keygen(t, s.identity, "stado-test-client")
-	write := func(name, content string) string {
-		p := filepath.Join(s.dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	write("authorized_keys", clientPub+"\n")
-	s.knownHosts = write("known_hosts", fmt.Sprintf("[127.0.0.1]:%d %s\n", s.port, s.hostPub))
-	cfg := write("sshd_config", strings.Join([]string{
-		"Port " + strconv.Itoa(s.port),
-		"ListenAddress 127.0.0.1",
-		"HostKey " + filepath.Join(s.dir, "host_ed25519"),
-		"PidFile " + filepath.Join(s.dir, "sshd.pid"),
-		"AuthorizedKeysFile " + filepath.Join(s.dir, "authorized_keys"),
-		"StrictModes no",
-		"UsePAM no",
-		"PubkeyAuthentication yes",
-		"PasswordAuthentication no",
-		"KbdInteractiveAuthentication no",
-		"PermitRootLogin prohibit-password",
-		"LogLevel VERBOSE",
-	}, "\n")+"\n")
-
-	logPath := filepath.Join(s.dir, "sshd.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(sshd, "-D", "-e", "-f", cfg)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start sshd: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("sshd log:\n%s", b)
-		}
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", s.port)
-	for end := time.Now().Add(10 * time.Second); ; {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("sshd exited at startup:\n%s", b)
-		default:
-		}
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return s
-		}
-		if time.Now().After(end) {
-			t.Fatalf("sshd is not listening on %s after 10s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (s *sshServer) config(actions map[string][]string) localconfig.SSHChannel {
-	return localconfig.SSHChannel{
-		User: s.user, Port: s.port, IdentityFile: s.identity, KnownHosts: s.knownHosts,
-		ConnectTimeoutSeconds: 5, Actions: actions,
-	}
-}
 
 func sshRequest(action string, d time.Duration) channel.Request {
 	req := request(action, d)
@@ -180,13 +45,13 @@ func getPid(t *testing.T, port int) string {
 // the remote shell), the lease variables arrive on the remote side, and the
 // service answers again from a new process.
 func TestSSHRestartsRealService(t *testing.T) {
-	srv := startSSHD(t)
+	srv := sshtest.Start(t)
 	dir := t.TempDir()
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := sshtest.FreePort(t)
 	for name, v := range map[string]string{"bin": bin, "port": strconv.Itoa(port)} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
 			t.Fatal(err)
@@ -208,7 +73,7 @@ func TestSSHRestartsRealService(t *testing.T) {
 	// Words a remote shell would act on if they were not quoted.
 	marker := filepath.Join(dir, "injected")
 	note := fmt.Sprintf(`it's a "note" $(touch %s) `+"`touch %s`"+` \ ; | & * ~`, marker, marker)
-	ch, err := channel.NewSSH(srv.config(map[string][]string{
+	ch, err := channel.NewSSH(srv.Config(map[string][]string{
 		"restart": {"/bin/sh", testdata(t, "restart-service.sh"), dir, "{unit}", note},
 	}), channel.Options{Env: testEnv()})
 	if err != nil {
@@ -260,8 +125,8 @@ func TestSSHRestartsRealService(t *testing.T) {
 	// What ran locally: strict host-key checking against our file only, and
 	// the token never shown.
 	argv := strings.Join(res.Argv, " ")
-	for _, w := range []string{"-o BatchMode=yes", "-o StrictHostKeyChecking=yes", "-o UserKnownHostsFile=" + srv.knownHosts,
-		"-o IdentitiesOnly=yes", "-i " + srv.identity, "-p " + strconv.Itoa(srv.port), "-l " + srv.user, "-- 127.0.0.1 'timeout' '-s' 'KILL' ",
+	for _, w := range []string{"-o BatchMode=yes", "-o StrictHostKeyChecking=yes", "-o UserKnownHostsFile=" + srv.KnownHosts,
+		"-o IdentitiesOnly=yes", "-i " + srv.Identity, "-p " + strconv.Itoa(srv.Port), "-l " + srv.User, "-- 127.0.0.1 'timeout' '-s' 'KILL' ",
 		"'STADO_LEASE_TOKEN=REDACTED'"} {
 		if !strings.Contains(argv, w) {
 			t.Errorf("argv %q lacks %q", argv, w)
@@ -275,11 +140,11 @@ func TestSSHRestartsRealService(t *testing.T) {
 // TestSSHRefusesUnverifiedHostKey: with the server's key missing from, or
 // different in, known_hosts, ssh refuses to connect and nothing runs.
 func TestSSHRefusesUnverifiedHostKey(t *testing.T) {
-	srv := startSSHD(t)
-	otherPub := keygen(t, filepath.Join(t.TempDir(), "impostor"), "impostor")
+	srv := sshtest.Start(t)
+	otherPub := sshtest.Keygen(t, filepath.Join(t.TempDir(), "impostor"), "impostor")
 	for name, knownHosts := range map[string]string{
 		"unknown key": "",
-		"changed key": fmt.Sprintf("[127.0.0.1]:%d %s\n", srv.port, otherPub),
+		"changed key": fmt.Sprintf("[127.0.0.1]:%d %s\n", srv.Port, otherPub),
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -288,7 +153,7 @@ func TestSSHRefusesUnverifiedHostKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			marker := filepath.Join(dir, "ran")
-			cfg := srv.config(map[string][]string{"restart": {"/usr/bin/touch", marker}})
+			cfg := srv.Config(map[string][]string{"restart": {"/usr/bin/touch", marker}})
 			cfg.KnownHosts = kh
 			ch, err := channel.NewSSH(cfg, channel.Options{Env: testEnv()})
 			if err != nil {
@@ -309,9 +174,9 @@ func TestSSHRefusesUnverifiedHostKey(t *testing.T) {
 // TestSSHFenceKillsRemoteGroup: killing the local ssh client alone would
 // leave the remote command running; the remote process group must die too.
 func TestSSHFenceKillsRemoteGroup(t *testing.T) {
-	srv := startSSHD(t)
+	srv := sshtest.Start(t)
 	dir := t.TempDir()
-	ch, err := channel.NewSSH(srv.config(map[string][]string{
+	ch, err := channel.NewSSH(srv.Config(map[string][]string{
 		"restart": {"/bin/sh", testdata(t, "spawn.sh"), dir, "hang"},
 	}), channel.Options{Env: testEnv()})
 	if err != nil {
