@@ -15,7 +15,9 @@ import (
 
 	"github.com/stado/stado/internal/clock"
 	"github.com/stado/stado/internal/localconfig"
+	"github.com/stado/stado/internal/termsafe"
 	"github.com/stado/stado/objstore"
+	"github.com/stado/stado/reconcile"
 )
 
 // streams are the command's standard streams, injected so that commands can
@@ -59,10 +61,11 @@ type app struct {
 	logFormat  string
 	verbose    int
 
-	cfg    *localconfig.Config
-	cfgSrc localconfig.Source
-	store  objstore.Store
-	logger *slog.Logger
+	cfg       *localconfig.Config
+	cfgSrc    localconfig.Source
+	store     objstore.Store
+	logger    *slog.Logger
+	telemetry reconcile.Telemetry
 }
 
 // run executes one stado command line and returns its exit code.
@@ -85,7 +88,7 @@ func run(ctx context.Context, args []string, s streams, getenv func(string) stri
 		code = exitUsage
 	}
 	if ee == nil || ee.err != nil {
-		fmt.Fprintf(s.Err, "stado: %s\n", strings.TrimSpace(err.Error()))
+		fmt.Fprintf(s.Err, "stado: %s\n", termsafe.Lines(strings.TrimSpace(err.Error())))
 	}
 	if code == exitUsage {
 		fmt.Fprintln(s.Err, "Run 'stado --help' for usage.")

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stado/stado/reports"
+)
+
+const enforcePolicy = `policy_version: "e2e-enforce"
+mode: enforce-safe
+decision_ttl_seconds: 60
+max_actions_per_tick: 100
+max_concurrent_mutations: 8
+evidence:
+  verify_timeout_seconds: 15
+  probe_timeout_seconds: 2
+fence_allowance_seconds: 5
+`
+
+const reportPolicy = `policy_version: "e2e-report"
+mode: report
+`
+
+// A service killed: in report mode the tick plans its repair with the exact
+// detail and runs nothing; in enforce-safe the next tick restarts it through
+// the exec channel and verifies it.
+func TestKilledServiceIsRepaired(t *testing.T) {
+	for _, backend := range []string{"fs", "s3"} {
+		t.Run(backend, func(t *testing.T) {
+			f := newFleet(t, backend)
+			api := f.newService("api", "web-1", "api.service", true)
+			db := f.newService("db", "web-1", "db.service", true)
+			f.applyRegistry([]service{api, db}, "")
+			f.applyPolicy(reportPolicy)
+			oldPid := f.pid("api.service")
+			f.kill("api.service")
+			f.publish(map[string]map[string]string{"web-1": {"api.service": "failed", "db.service": "active"}})
+
+			rep, res := f.run()
+			if res.Code != 0 {
+				t.Fatalf("report-mode run exit %d: %s", res.Code, res.Stderr)
+			}
+			o := outcome(t, rep, "api.service")
+			if o.Classification != reports.Planned || o.Detail != "report mode: restart was planned but not executed" || o.Changed {
+				t.Fatalf("report mode outcome %+v", o)
+			}
+			if o.BeaconState != "failed" || o.EndpointState != "unreachable" {
+				t.Fatalf("evidence %+v", o)
+			}
+			if d := outcome(t, rep, "db.service"); d.Classification != reports.Healthy {
+				t.Fatalf("db: %+v", d)
+			}
+			if n := len(f.repairs()); n != 0 {
+				t.Fatalf("report mode ran %d repairs", n)
+			}
+
+			f.applyPolicy(enforcePolicy)
+			rep, res = f.run()
+			if res.Code != 0 {
+				t.Fatalf("enforce run exit %d: %s %s", res.Code, res.Stdout, res.Stderr)
+			}
+			o = outcome(t, rep, "api.service")
+			if o.Classification != reports.Reconciled || !o.Changed || o.Action != "restart" || !strings.Contains(o.Detail, "answered") {
+				t.Fatalf("enforce outcome %+v", o)
+			}
+			runs := f.repairs()
+			if len(runs) != 1 || runs[0].Unit != "api.service" || runs[0].Token == "" {
+				t.Fatalf("repair runs %+v, want exactly one of api.service with a lease token", runs)
+			}
+			if !up(api.Addr) || f.pid("api.service") == oldPid {
+				t.Fatal("the service is not back in a new process")
+			}
+			if rep.Summary["services"] != 2 || rep.Summary[reports.Reconciled] != 1 || rep.Summary[reports.Healthy] != 1 {
+				t.Fatalf("summary %v", rep.Summary)
+			}
+			// status shows the run; the lease is gone.
+			st := f.must("optimize", "status")
+			for _, want := range []string{"mode:     enforce-safe", "leases:   none active", "1 reconciled", "api.service"} {
+				if !strings.Contains(st.Stdout, want) {
+					t.Errorf("status lacks %q:\n%s", want, st.Stdout)
+				}
+			}
+		})
+	}
+}
+
+// Stale, conflicting and unverifiable evidence never runs anything.
+func TestEvidenceThatProvesNothingRunsNothing(t *testing.T) {
+	f := newFleet(t, "fs")
+	stale := f.newService("stale", "web-9", "stale.service", false)
+	conflict := f.newService("conflict", "web-1", "conflict.service", true)
+	slow := f.newService("slow", "web-1", "slow.service", false)
+	// An endpoint that accepts connections and never answers: the probe
+	// times out.
+	hang := startHangingServer(t)
+	slow.Addr = hang
+	f.applyRegistry([]service{stale, conflict, slow}, "")
+	f.applyPolicy(enforcePolicy + "\n" + `# beacons older than 10s are silence
+` + "")
+	f.applyPolicy(strings.Replace(enforcePolicy, "evidence:\n", "evidence:\n  beacon_silence_seconds: 10\n", 1))
+	f.publish(map[string]map[string]string{"web-9": {"stale.service": "failed"}})
+	time.Sleep(11 * time.Second)
+	f.publish(map[string]map[string]string{"web-1": {"conflict.service": "failed", "slow.service": "failed"}})
+	rep, res := f.run()
+	if res.Code != 0 {
+		t.Fatalf("exit %d: %s", res.Code, res.Stderr)
+	}
+	for unit, want := range map[string]string{"stale.service": reports.Unknown, "conflict.service": reports.EvidenceConflict, "slow.service": reports.EndpointUnverified} {
+		o := outcome(t, rep, unit)
+		if o.Classification != want || o.Changed {
+			t.Errorf("%s: %+v, want %s", unit, o, want)
+		}
+	}
+	if o := outcome(t, rep, "slow.service"); !strings.Contains(o.Detail, "timeout") {
+		t.Errorf("slow.service detail %q should say the probe timed out", o.Detail)
+	}
+	if o := outcome(t, rep, "stale.service"); !strings.Contains(o.Detail, "stale") && !strings.Contains(o.Detail, "ago") {
+		t.Errorf("stale.service detail %q should say the beacon is stale", o.Detail)
+	}
+	if n := len(f.repairs()); n != 0 {
+		t.Fatalf("%d repairs ran on evidence that proves nothing", n)
+	}
+}
+
+var _ = fmt.Sprint
