@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -25,6 +26,8 @@ import (
 
 	"github.com/stado/stado/internal/clitest"
 	"github.com/stado/stado/internal/s3test"
+	"github.com/stado/stado/lease"
+	"github.com/stado/stado/objstore"
 	"github.com/stado/stado/reports"
 )
 
@@ -39,6 +42,8 @@ func TestMain(m *testing.M) {
 			os.Exit(repairMain(os.Args[2], os.Args[3], os.Args[4]))
 		case "e2e-check":
 			os.Exit(checkMain(os.Args[2], os.Args[4]))
+		case "e2e-put-lease":
+			os.Exit(putLeaseMain(os.Args[2], os.Args[3], os.Args[4], os.Args[5]))
 		}
 	}
 	os.Exit(s3test.RunTests(m, &s3srv))
@@ -69,7 +74,8 @@ func readUnit(dir, unit, what string) string {
 // lease under the running repair, then start), pause (pause autonomy, then
 // start).
 func repairMain(dir, host, unit string) int {
-	line := fmt.Sprintf("%d %s %s %s %s\n", time.Now().UnixNano(), host, unit, os.Getenv("STADO_LEASE_TOKEN"), os.Getenv("STADO_FENCE_DEADLINE"))
+	line := fmt.Sprintf("%d %s %s %s %s %s\n", time.Now().UnixNano(), host, unit, os.Getenv("STADO_LEASE_TOKEN"),
+		os.Getenv("STADO_FENCE_DEADLINE"), os.Getenv("STADO_LEASE_EXPIRES_AT"))
 	f, err := os.OpenFile(filepath.Join(dir, "repairs.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -99,6 +105,33 @@ func repairMain(dir, host, unit string) int {
 		}
 	}
 	return startService(dir, unit)
+}
+
+// putLeaseMain writes a lease on subject held by another reconciler, as one
+// that crashed or misbehaves would leave it: expiring in the given seconds
+// (negative: already expired). It reads the store's credentials, if any, from
+// the environment.
+func putLeaseMain(storeURL, subject, owner, expiresIn string) int {
+	secs, err := strconv.Atoi(expiresIn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx := context.Background()
+	store, err := objstore.Open(ctx, storeURL, objstore.OpenOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	now := time.Now().UTC()
+	rec := lease.Record{SchemaVersion: 1, SubjectID: subject, DecisionID: "service-reconcile-elsewhere", Token: fmt.Sprintf("foreign-%d", now.UnixNano()),
+		Holder: "service-reconciler", Owner: owner, AcquiredAt: now.Add(-time.Minute), ExpiresAt: now.Add(time.Duration(secs) * time.Second)}
+	b, _ := json.Marshal(rec)
+	if _, err := store.Put(ctx, lease.Key(subject), b); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 // startService starts the unit's service in a session of its own, as a
@@ -134,12 +167,12 @@ func checkMain(dir, unit string) int {
 // fleet is one fleet under test: a store, a local config whose exec channel
 // runs this test binary's repair role, and the services it declares.
 type fleet struct {
-	t       *testing.T
-	dir     string
-	store   string
-	env     []string
-	config  string
-	exe     string
+	t      *testing.T
+	dir    string
+	store  string
+	env    []string
+	config string
+	exe    string
 }
 
 func newFleet(t *testing.T, backend string) *fleet {
@@ -372,10 +405,10 @@ func (f *fleet) run(args ...string) (*reports.Report, clitest.Result) {
 
 // repairs reads the repair log: one line per repair command run.
 type repairRun struct {
-	At          time.Time
-	Host, Unit  string
-	Token       string
-	FenceString string
+	At               time.Time
+	Host, Unit       string
+	Token            string
+	Fence, ExpiresAt time.Time
 }
 
 func (f *fleet) repairs() []repairRun {
@@ -397,8 +430,9 @@ func (f *fleet) repairs() []repairRun {
 		}
 		ns, _ := strconv.ParseInt(p[0], 10, 64)
 		r := repairRun{At: time.Unix(0, ns), Host: p[1], Unit: p[2], Token: p[3]}
-		if len(p) > 4 {
-			r.FenceString = p[4]
+		if len(p) > 5 {
+			r.Fence, _ = time.Parse(time.RFC3339Nano, p[4])
+			r.ExpiresAt, _ = time.Parse(time.RFC3339Nano, p[5])
 		}
 		out = append(out, r)
 	}
@@ -417,7 +451,22 @@ func outcome(t *testing.T, r *reports.Report, unit string) reports.Outcome {
 	return reports.Outcome{}
 }
 
-var _ = context.Background
+// putLease runs the put-lease role as a separate process.
+func (f *fleet) putLease(subject, owner string, expiresIn int) {
+	f.t.Helper()
+	cmd := exec.Command(f.exe, "e2e-put-lease", f.store, subject, owner, strconv.Itoa(expiresIn))
+	cmd.Env = append(os.Environ(), f.env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		f.t.Fatalf("put lease: %v: %s", err, out)
+	}
+}
+
+// setRepairCommand makes the unit's repair run a command first (modes
+// "overwrite" and "pause"), with the store's environment.
+func (f *fleet) setRepairCommand(unit string, args ...string) {
+	f.write(filepath.Join("units", unit+".cmd"), strings.Join(args, " "))
+	f.write(filepath.Join("units", unit+".env"), strings.Join(f.env, "\n"))
+}
 
 // startHangingServer accepts TCP connections and never answers.
 func startHangingServer(t *testing.T) string {
@@ -448,4 +497,29 @@ func startHangingServer(t *testing.T) string {
 		mu.Unlock()
 	})
 	return l.Addr().String()
+}
+
+func clitestBinary(f *fleet) string { return clitest.Binary(f.t) }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// latest reads the latest report through status --json.
+func (f *fleet) latest() *reports.Report {
+	f.t.Helper()
+	var s struct {
+		Report *reports.Report `json:"latest_report"`
+	}
+	if err := json.Unmarshal([]byte(f.must("optimize", "status", "--json", "--all").Stdout), &s); err != nil || s.Report == nil {
+		f.t.Fatalf("no latest report: %v", err)
+	}
+	return s.Report
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

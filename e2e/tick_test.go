@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +75,11 @@ func TestKilledServiceIsRepaired(t *testing.T) {
 			if rep.Summary["services"] != 2 || rep.Summary[reports.Reconciled] != 1 || rep.Summary[reports.Healthy] != 1 {
 				t.Fatalf("summary %v", rep.Summary)
 			}
+			// service list joins the declaration, the beacon and the last outcome.
+			list := f.must("service", "list")
+			if !strings.Contains(list.Stdout, "LAST OUTCOME") || !strings.Contains(list.Stdout, "reconciled") {
+				t.Errorf("service list lacks the last outcome:\n%s", list.Stdout)
+			}
 			// status shows the run; the lease is gone.
 			st := f.must("optimize", "status")
 			for _, want := range []string{"mode:     enforce-safe", "leases:   none active", "1 reconciled", "api.service"} {
@@ -125,4 +129,3 @@ func TestEvidenceThatProvesNothingRunsNothing(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint

@@ -64,4 +64,3 @@ func writes(c *objstore.Counting) int64 {
 	}
 	return n
 }
-

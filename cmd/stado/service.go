@@ -20,6 +20,7 @@ import (
 	"github.com/stado/stado/policy"
 	"github.com/stado/stado/reconcile/beacon"
 	"github.com/stado/stado/reconcile/registry"
+	"github.com/stado/stado/reports"
 )
 
 // beaconReadConcurrency is how many beacons `service list` reads at once.
@@ -270,11 +271,11 @@ const (
 type serviceListRow struct {
 	registry.Service
 	Beacon serviceListBeacon `json:"beacon"`
-	// EXTENSION POINT (last outcome): the reconciliation report package will
-	// fill this from the latest report's outcome for this host and unit
-	// (classification and detail); the table shows it as LAST OUTCOME when
-	// any row has one. Nothing sets it yet.
+	// LastOutcome is the service's classification in the latest
+	// reconciliation report, with its run; "" when no report names it.
 	LastOutcome string `json:"last_outcome,omitempty"`
+	// LastDetail is that outcome's detail.
+	LastDetail string `json:"last_detail,omitempty"`
 }
 
 type serviceListBeacon struct {
@@ -331,7 +332,9 @@ func (o *serviceListOptions) run(ctx context.Context, a *app) error {
 		}
 		return strings.Compare(x.Unit, y.Unit)
 	})
-	fillLastOutcome(ctx, store, rows)
+	if err := fillLastOutcome(ctx, store, rows); err != nil {
+		fmt.Fprintf(a.streams.Err, "warning: %s\n", termsafe.Escape(err.Error()))
+	}
 
 	if o.JSON {
 		enc := json.NewEncoder(a.streams.Out)
@@ -355,10 +358,29 @@ func (o *serviceListOptions) run(ctx context.Context, a *app) error {
 	return nil
 }
 
-// fillLastOutcome is where the latest reconciliation report's outcome per
-// service will be joined in (see serviceListRow.LastOutcome). EXTENSION
-// POINT: it does nothing until the report package exists.
-func fillLastOutcome(context.Context, objstore.Store, []serviceListRow) {}
+// fillLastOutcome joins the latest reconciliation report's outcome into each
+// row. An unreadable report is a warning: the registry and beacons still
+// list.
+func fillLastOutcome(ctx context.Context, store objstore.Store, rows []serviceListRow) error {
+	rep, err := reports.Latest(ctx, store)
+	if err != nil {
+		return fmt.Errorf("the latest report could not be read, so the last outcome column is empty: %w", err)
+	}
+	if rep == nil {
+		return nil
+	}
+	type hostUnit struct{ host, unit string }
+	last := make(map[hostUnit]reports.Outcome, len(rep.Outcomes))
+	for _, o := range rep.Outcomes {
+		last[hostUnit{o.Host, o.Unit}] = o
+	}
+	for i := range rows {
+		if o, ok := last[hostUnit{rows[i].Host, rows[i].Unit}]; ok {
+			rows[i].LastOutcome, rows[i].LastDetail = o.Classification, o.Detail
+		}
+	}
+	return nil
+}
 
 // beaconColumn describes what host's beacon says about unit.
 func beaconColumn(r beacon.Result, unit string, now objstore.TimeBounds, silence time.Duration) serviceListBeacon {
