@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stado/stado/internal/clitest"
 	"github.com/stado/stado/reports"
 )
 
@@ -129,3 +132,47 @@ func TestEvidenceThatProvesNothingRunsNothing(t *testing.T) {
 	}
 }
 
+// A tick that cannot run exits 1 with one sentence saying what failed and
+// what to do, and writes nothing.
+func TestRunThatCannotRunExitsOne(t *testing.T) {
+	f := newFleet(t, "fs")
+	api := f.newService("api", "web-1", "api.service", true)
+	f.applyRegistry([]service{api}, "")
+	f.applyPolicy(enforcePolicy)
+	// A registry broken behind stado's back.
+	if err := os.WriteFile(filepath.Join(f.store, "state", "services", "registry.yaml"), []byte("services:\n  - name: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := f.stado("optimize", "run")
+	if r.Code != 1 || !strings.Contains(r.Stderr, "registry") || strings.Count(strings.TrimSpace(r.Stderr), "\n") > 3 {
+		t.Fatalf("invalid registry: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if runs, _ := filepath.Glob(filepath.Join(f.store, "state", "autonomy", "services", "runs", "*")); len(runs) != 0 {
+		t.Fatalf("a tick that could not run wrote %v", runs)
+	}
+	// An unreachable store.
+	r = clitest.Run(t, clitest.Cmd{Args: []string{"--store", "s3://nowhere/p?endpoint=http://127.0.0.1:1&path_style=true&region=us-east-1", "optimize", "run"},
+		Env: []string{"AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=y"}})
+	if r.Code != 1 || !strings.Contains(r.Stderr, "store unavailable") {
+		t.Fatalf("unreachable store: exit %d\n%s", r.Code, r.Stderr)
+	}
+}
+
+// status --run shows an older run; an unknown run id is a clear error.
+func TestStatusOfAnOlderRun(t *testing.T) {
+	f := newFleet(t, "fs")
+	api := f.newService("api", "web-1", "api.service", true)
+	f.applyRegistry([]service{api}, "")
+	f.publish(map[string]map[string]string{"web-1": {"api.service": "active"}})
+	first, _ := f.run()
+	f.publish(map[string]map[string]string{"web-1": {"api.service": "activating"}})
+	f.run()
+	r := f.must("optimize", "status", "--run", first.RunID, "--all")
+	if !strings.Contains(r.Stdout, first.RunID) || !strings.Contains(r.Stdout, "healthy") {
+		t.Fatalf("status --run %s:\n%s", first.RunID, r.Stdout)
+	}
+	r = f.stado("optimize", "status", "--run", "2020-01-01T00-00-00.000000000Z")
+	if r.Code != 1 || !strings.Contains(r.Stderr, "optimize history") {
+		t.Fatalf("unknown run: exit %d %s", r.Code, r.Stderr)
+	}
+}
