@@ -29,6 +29,14 @@ func (t *tick) repair(ctx context.Context, pr *plannedRepair, b *budget) reports
 		o.DurationMS = t.r.cfg.Clock.Now().Sub(started).Milliseconds()
 		return o
 	}
+	// failed ends a repair that did not run: a failure, unless the tick is
+	// being stopped, which is why the step failed.
+	failed := func(detail string) reports.Outcome {
+		if ctx.Err() != nil {
+			return finish(reports.ControlBlocked, DetailShuttingDown)
+		}
+		return finish(reports.RepairFailed, detail)
+	}
 	if ctx.Err() != nil {
 		return finish(reports.ControlBlocked, DetailShuttingDown)
 	}
@@ -44,7 +52,7 @@ func (t *tick) repair(ctx context.Context, pr *plannedRepair, b *budget) reports
 
 	ch, err := t.r.channel(svc.Channel)
 	if err != nil {
-		return finish(reports.RepairFailed, fmt.Sprintf("the %s channel cannot run: %v", svc.Channel, err))
+		return failed(fmt.Sprintf("the %s channel cannot run: %v", svc.Channel, err))
 	}
 	store := t.r.cfg.Store
 	p := t.pol.Policy
@@ -55,11 +63,11 @@ func (t *tick) repair(ctx context.Context, pr *plannedRepair, b *budget) reports
 	// began stops every repair not yet started.
 	ctl, err := autonomy.Load(ctx, store)
 	if err != nil {
-		return finish(reports.RepairFailed, fmt.Sprintf("could not re-read the control state before the repair: %v", err))
+		return failed(fmt.Sprintf("could not re-read the control state before the repair: %v", err))
 	}
 	now, err := store.Now(ctx)
 	if err != nil {
-		return finish(reports.RepairFailed, fmt.Sprintf("could not read the store clock before the repair: %v", err))
+		return failed(fmt.Sprintf("could not read the store clock before the repair: %v", err))
 	}
 	d := autonomy.Decide(t.pol, ctl, now)
 	if !d.Allowed {
@@ -71,15 +79,15 @@ func (t *tick) repair(ctx context.Context, pr *plannedRepair, b *budget) reports
 		case lease.IsHeld(err):
 			return finish(reports.ControlBlocked, DetailTrialElsewhere)
 		case err != nil:
-			return finish(reports.RepairFailed, fmt.Sprintf("could not take the breaker's trial lease: %v", err))
+			return failed(fmt.Sprintf("could not take the breaker's trial lease: %v", err))
 		}
 		defer t.release(context.WithoutCancel(ctx), trial)
 		// The trial may have been decided while this one waited: re-read.
 		if ctl, err = autonomy.Load(ctx, store); err != nil {
-			return finish(reports.RepairFailed, fmt.Sprintf("could not re-read the control state before the trial repair: %v", err))
+			return failed(fmt.Sprintf("could not re-read the control state before the trial repair: %v", err))
 		}
 		if now, err = store.Now(ctx); err != nil {
-			return finish(reports.RepairFailed, fmt.Sprintf("could not read the store clock before the trial repair: %v", err))
+			return failed(fmt.Sprintf("could not read the store clock before the trial repair: %v", err))
 		}
 		if d = autonomy.Decide(t.pol, ctl, now); !d.Allowed {
 			return finish(reports.ControlBlocked, autonomy.DetailControlBlocked)
@@ -91,7 +99,7 @@ func (t *tick) repair(ctx context.Context, pr *plannedRepair, b *budget) reports
 	case lease.IsHeld(err):
 		return finish(reports.LeaseBlocked, DetailLeaseBlocked)
 	case err != nil:
-		return finish(reports.RepairFailed, fmt.Sprintf("could not take the lease on %s: %v", svc.Subject(), err))
+		return failed(fmt.Sprintf("could not take the lease on %s: %v", svc.Subject(), err))
 	}
 	// From here the lease is ours: whatever happens, it is released by its
 	// token, even if the tick is being cancelled.
@@ -110,7 +118,7 @@ func (t *tick) repair(ctx context.Context, pr *plannedRepair, b *budget) reports
 	allowance := time.Duration(p.FenceAllowanceSeconds) * time.Second
 	fence, err := t.r.leases.Fence(bg, grant, allowance)
 	if err != nil {
-		return finish(reports.RepairFailed, fmt.Sprintf("could not mint the fence for %s: %v", svc.Subject(), err))
+		return failed(fmt.Sprintf("could not mint the fence for %s: %v", svc.Subject(), err))
 	}
 	req := channel.Request{
 		Host: svc.Host, Unit: svc.Unit, Service: svc.Name, Action: svc.Repair,
@@ -127,6 +135,9 @@ func (t *tick) repair(ctx context.Context, pr *plannedRepair, b *budget) reports
 		return finish(reports.EndpointUnverified, "re-check under the lease could not prove the service still down ("+why+"); nothing ran")
 	}
 
+	if ctx.Err() != nil {
+		return finish(reports.ControlBlocked, DetailShuttingDown)
+	}
 	// The repair runs to its fence even if the tick is cancelled: a repair
 	// is never abandoned halfway by stado itself.
 	b.spend()

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stado/stado/autonomy"
 	"github.com/stado/stado/breaker"
+	"github.com/stado/stado/internal/telemetry"
 	"github.com/stado/stado/lease"
 	"github.com/stado/stado/objstore"
 	"github.com/stado/stado/policy"
@@ -22,7 +24,34 @@ import (
 // optimizeTickCmds are the commands that run ticks and show their reports:
 // run, serve, status, history.
 func optimizeTickCmds(a *app) []*cobra.Command {
-	return []*cobra.Command{newRunCmd(a), newStatusCmd(a), newHistoryCmd(a)}
+	return []*cobra.Command{newRunCmd(a), newServeCmd(a), newStatusCmd(a), newHistoryCmd(a)}
+}
+
+// setupTelemetry configures OpenTelemetry from the OTEL_* environment and
+// makes the tick report to it. The caller shuts the providers down, which
+// flushes what is buffered.
+func (a *app) setupTelemetry(ctx context.Context, prometheus bool) (*telemetry.Providers, *telemetry.Recorder, error) {
+	version, _ := buildVersion()
+	p, err := telemetry.Setup(ctx, telemetry.Options{Version: version, Prometheus: prometheus})
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := telemetry.NewRecorder(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.telemetry = rec
+	return p, rec, nil
+}
+
+// shutdownTelemetry flushes, bounded so that an unreachable collector
+// cannot hold a cron job.
+func (a *app) shutdownTelemetry(p *telemetry.Providers) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		a.logger.Warn("flushing telemetry failed", "err", err)
+	}
 }
 
 // newReconciler builds the reconciler from the store and the local config.
@@ -72,6 +101,11 @@ completed with some, 1 when it could not run, 2 on a usage error.`,
 }
 
 func (a *app) runTick(ctx context.Context, o *runOptions) error {
+	p, _, err := a.setupTelemetry(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer a.shutdownTelemetry(p)
 	r, _, err := a.newReconciler(ctx)
 	if err != nil {
 		return err
