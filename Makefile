@@ -8,7 +8,7 @@ export PATH := $(GOBIN):$(PATH)
 VERSITYGW_VERSION   := v1.8.0
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test bench lint tools clean
+.PHONY: all build test bench lint tools clean demo
 
 all: build
 
@@ -31,6 +31,11 @@ tools:
 	@command -v versitygw >/dev/null 2>&1 || { \
 		echo "installing versitygw $(VERSITYGW_VERSION) (the S3 server the tests run against)"; \
 		$(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); }
+
+# demo: three local services, one killed, a tick in report mode and one in
+# enforce-safe, with status after each. Cleans up after itself.
+demo:
+	./scripts/demo.sh
 
 clean:
 	rm -rf bin

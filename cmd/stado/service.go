@@ -131,8 +131,8 @@ func (o *serviceApplyOptions) run(ctx context.Context, a *app) error {
 	v, reg, err := registry.Apply(ctx, store, raw, o.ExpectVersion)
 	switch {
 	case err == nil:
-		fmt.Fprintf(a.streams.Out, "version: %s\napplied %s: %d services on %d hosts are now the declared services\n",
-			v, termsafe.Escape(name), len(reg.Services), len(reg.Hosts()))
+		fmt.Fprintf(a.streams.Out, "version: %s\napplied %s: %s on %s are now the declared services\n",
+			v, termsafe.Escape(name), plural(len(reg.Services), "service"), plural(len(reg.Hosts()), "host"))
 		return nil
 	case errors.Is(err, registry.ErrNoChange):
 		fmt.Fprintf(a.streams.Out, "version: %s\nnothing changed: the stored registry is already byte-identical to %s\n",
@@ -598,4 +598,12 @@ func (o *beaconPublishOptions) askSystemd(ctx context.Context, a *app, store obj
 		return nil, nil, fmt.Errorf("read the unit states from systemd: %w; check that systemctl works on this host, or pass --state or --from-file", err)
 	}
 	return rep.Units, rep.NotFound, nil
+}
+
+// plural renders a count with its noun: "1 host", "3 hosts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
