@@ -523,3 +523,32 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// cmdEnv is the environment of a script run as a new user would: PATH and a
+// fresh HOME, with Go's caches kept so the build does not start from zero.
+func cmdEnv(t *testing.T) []string {
+	env := clitest.BaseEnv(t)
+	for _, k := range []string{"GOPATH", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOTOOLCHAIN"} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	if os.Getenv("GOCACHE") == "" {
+		if out, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE").Output(); err == nil {
+			p := strings.Fields(string(out))
+			if len(p) == 2 {
+				env = append(env, "GOCACHE="+p[0], "GOMODCACHE="+p[1])
+			}
+		}
+	}
+	return env
+}
+
+func cmdTempDir(cmd *exec.Cmd) string {
+	for _, kv := range cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok {
+			return v
+		}
+	}
+	return os.TempDir()
+}

@@ -232,6 +232,8 @@ func (r *Reconciler) tick(ctx context.Context, opts Options) (*reports.Report, e
 		now = start
 	}
 	t.report.FinishedAt = now.Latest.UTC()
+	r.cfg.Logger.Debug("tick evidence and gates done", "run", runID, "services", len(reg.Registry.Services),
+		"planned", len(t.planned), "mode", p.Mode)
 	t.report.Outcomes = t.outcomes
 	t.report.Finalize()
 	if opts.DryRun {

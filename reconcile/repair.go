@@ -27,6 +27,8 @@ func (t *tick) repair(ctx context.Context, pr *plannedRepair, b *budget) reports
 	finish := func(class, detail string) reports.Outcome {
 		o.Classification, o.Detail = class, detail
 		o.DurationMS = t.r.cfg.Clock.Now().Sub(started).Milliseconds()
+		t.r.cfg.Logger.Info("repair decided", "subject", svc.Subject(), "action", svc.Repair,
+			"classification", class, "changed", o.Changed, "detail", detail, "duration_ms", o.DurationMS)
 		return o
 	}
 	// failed ends a repair that did not run: a failure, unless the tick is

@@ -114,6 +114,8 @@ func (a *app) runTick(ctx context.Context, o *runOptions) error {
 	if rep == nil {
 		return err
 	}
+	a.logger.Info("tick done", "run", rep.RunID, "services", rep.Summary["services"], "reconciled", rep.Summary["reconciled"],
+		"failed", rep.FailedCount(), "blocked", rep.BlockedCount(), "dry_run", o.dryRun)
 	if o.json {
 		if _, werr := a.streams.Out.Write(rep.Marshal()); werr != nil {
 			return werr

@@ -22,3 +22,27 @@ func TestUsageErrorsExit2(t *testing.T) {
 		}
 	}
 }
+
+func TestCompletionAndLogFormats(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		r := clitest.Run(t, clitest.Cmd{Args: []string{"completion", shell}})
+		if r.Code != 0 || !strings.Contains(r.Stdout, "stado") || len(r.Stdout) < 500 {
+			t.Errorf("completion %s: code %d, %d bytes", shell, r.Code, len(r.Stdout))
+		}
+	}
+	// -v logs at info, as JSON when asked: every stderr line is a JSON object.
+	dir := t.TempDir()
+	r := clitest.Run(t, clitest.Cmd{Args: []string{"--store", dir, "--log-format", "json", "-vv", "optimize", "run"}})
+	if r.Code != 0 {
+		t.Fatalf("run: %d %s", r.Code, r.Stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+	if len(lines) < 2 || !strings.Contains(r.Stderr, `"msg":"tick done"`) || !strings.Contains(r.Stderr, `"level":"DEBUG"`) {
+		t.Fatalf("-vv --log-format json logged %q", r.Stderr)
+	}
+	for _, line := range lines {
+		if !strings.HasPrefix(line, "{") {
+			t.Errorf("not a JSON log line: %q", line)
+		}
+	}
+}
