@@ -207,3 +207,40 @@ func TestServeSIGTERMMidRepairFinishesAndReleases(t *testing.T) {
 		t.Fatalf("%d repairs ran; only the one in flight may", n)
 	}
 }
+
+// /healthz is healthy while the last tick started within three intervals,
+// and unhealthy when a tick has been running longer than that.
+func TestServeHealthz(t *testing.T) {
+	f := newFleet(t, "fs")
+	api := f.newService("api", "web-1", "api.service", false)
+	f.applyRegistry([]service{api}, "")
+	f.applyPolicy(enforcePolicy)
+	f.publish(map[string]map[string]string{"web-1": {"api.service": "failed"}})
+	f.setMode("api.service", "slow:6s")
+	sp := f.serve("@every 1s")
+	get := func() (int, string) {
+		resp, err := http.Get("http://" + sp.addr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(); code != 200 {
+		t.Fatalf("at start: %d %s", code, body)
+	}
+	// The first tick is stuck in a 6-second repair: after three 1-second
+	// intervals, nothing has started since.
+	var code int
+	var body string
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if code, body = get(); code == http.StatusServiceUnavailable {
+			break
+		}
+	}
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "three intervals") {
+		t.Fatalf("while a tick ran past three intervals: %d %q", code, body)
+	}
+	sp.stop()
+}

@@ -15,7 +15,7 @@ func TestVersionBinary(t *testing.T) {
 }
 
 func TestUsageErrorsExit2(t *testing.T) {
-	for _, args := range [][]string{{"no-such-command"}, {"version", "--no-such-flag"}, {"version", "extra"}, {"--log-format", "xml", "version"}} {
+	for _, args := range [][]string{{"no-such-command"}, {"version", "--no-such-flag"}, {"version", "extra"}, {"--log-format", "xml", "version"}, {"optimize", "serve", "--schedule", "every minute"}, {"optimize", "history", "--limit", "0"}} {
 		r := clitest.Run(t, clitest.Cmd{Args: args})
 		if r.Code != 2 || !strings.HasPrefix(r.Stderr, "stado: ") {
 			t.Errorf("stado %v: code %d, stderr %q; want 2 and a one-line error", args, r.Code, r.Stderr)
