@@ -47,8 +47,8 @@ func TestStatusGolden(t *testing.T) {
 			out = strings.ReplaceAll(out, f.store, "STORE")
 			out = now.ReplaceAllString(out, `"now": "NOW"`)
 			for _, r := range out {
-				if r == 0x1b || r == 0x07 {
-					t.Fatalf("status wrote a raw control character:\n%q", out)
+				if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) || (r >= 0x202a && r <= 0x202e) {
+					t.Fatalf("status wrote a raw control character %U:\n%q", r, out)
 				}
 			}
 			path := filepath.Join("testdata", "status", tc.golden+".golden")

@@ -77,9 +77,12 @@ func WriteStatusJSON(w io.Writer, s Status, all bool) error {
 	if s.Leases == nil {
 		s.Leases = []LeaseView{}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(s)
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(termsafe.JSON(b), '\n'))
+	return err
 }
 
 func notHealthy(os []Outcome) []Outcome {

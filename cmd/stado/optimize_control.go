@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,8 +15,6 @@ import (
 
 	"github.com/stado/stado/autonomy"
 	"github.com/stado/stado/breaker"
-	"github.com/stado/stado/internal/termsafe"
-	"github.com/stado/stado/internal/yamlstrict"
 	"github.com/stado/stado/objstore"
 	"github.com/stado/stado/policy"
 )
@@ -27,40 +23,6 @@ import (
 // resume, breaker.
 func optimizeControlCmds(a *app) []*cobra.Command {
 	return []*cobra.Command{newPolicyCmd(a), newPauseCmd(a), newResumeCmd(a), newBreakerCmd(a)}
-}
-
-// groupCmd is a command that only holds subcommands: run bare, or with an
-// unknown subcommand, it is a usage error rather than help and exit 0.
-func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
-	names := make([]string, len(subs))
-	for i, s := range subs {
-		names[i] = s.Name()
-	}
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageErrorf("unknown command %q for %q: use one of %s", args[0], cmd.CommandPath(), strings.Join(names, ", "))
-			}
-			return usageErrorf("%q needs a subcommand: use one of %s", cmd.CommandPath(), strings.Join(names, ", "))
-		},
-	}
-	cmd.AddCommand(subs...)
-	return cmd
-}
-
-// controlRunE adapts a command body: it gets the command's context, and the
-// error it returns is rendered with control characters escaped, since it may
-// quote stored data or the operator's input.
-func controlRunE(run func(ctx context.Context, args []string) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := run(cmd.Context(), args); err != nil {
-			return &termError{err: err}
-		}
-		return nil
-	}
 }
 
 // ---- policy ----
@@ -84,7 +46,7 @@ pass as --expect-version) on the first line as "version: V", then the document
 as it was applied, comments kept. With no stored policy, the built-in default
 (version default-report-only, report mode) is in effect and is printed.`,
 		Args: cobra.NoArgs,
-		RunE: controlRunE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
+		RunE: runE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
 	}
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print one JSON object: version, policy_version, default, invalid, document, policy")
 	return cmd
@@ -119,7 +81,7 @@ func (o *policyShowOptions) run(ctx context.Context, a *app) error {
 			s := l.Invalid.Error()
 			out.Invalid = &s
 		}
-		return writeControlJSON(a.streams.Out, out)
+		return writeJSON(a.streams.Out, out)
 	}
 	termf(a.streams.Out, "version: %s\n", version)
 	if l.Default {
@@ -163,7 +125,7 @@ func newPolicyValidateCmd(a *app) *cobra.Command {
 problem is printed as FILE:LINE:COL: SETTING: WHAT TO DO, all at once. Exit 0
 when it is valid, 1 when it is not. FILE "-" reads standard input.`,
 		Args: cobra.NoArgs,
-		RunE: controlRunE(func(ctx context.Context, _ []string) error { return o.run(a) }),
+		RunE: runE(func(ctx context.Context, _ []string) error { return o.run(a) }),
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "the policy file (- for standard input)")
 	_ = cmd.MarkFlagRequired("file")
@@ -171,7 +133,7 @@ when it is valid, 1 when it is not. FILE "-" reads standard input.`,
 }
 
 func (o *policyValidateOptions) run(a *app) error {
-	raw, name, err := readPolicyFile(a, o.File)
+	raw, name, err := readInputFile(a, o.File, "-f", "policy", policy.MaxDocumentSize)
 	if err != nil {
 		return err
 	}
@@ -199,7 +161,7 @@ the stored one only if it is still at --expect-version V (the version
 so that two operators cannot silently overwrite each other. With no policy
 stored, omit it (or pass default-report-only, the default's version).`,
 		Args: cobra.NoArgs,
-		RunE: controlRunE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
+		RunE: runE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "the policy file (- for standard input)")
 	cmd.Flags().StringVar(&o.ExpectVersion, "expect-version", "", "the stored version this apply replaces (from `stado optimize policy show`)")
@@ -208,7 +170,7 @@ stored, omit it (or pass default-report-only, the default's version).`,
 }
 
 func (o *policyApplyOptions) run(ctx context.Context, a *app) error {
-	raw, name, err := readPolicyFile(a, o.File)
+	raw, name, err := readInputFile(a, o.File, "-f", "policy", policy.MaxDocumentSize)
 	if err != nil {
 		return err
 	}
@@ -262,7 +224,7 @@ func newPolicyDiffCmd(a *app) *cobra.Command {
 		Short: "Show what applying a policy file would change",
 		Long:  `Print the unified diff from the stored policy to FILE, or say that they are identical.`,
 		Args:  cobra.NoArgs,
-		RunE:  controlRunE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
+		RunE:  runE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "the policy file (- for standard input)")
 	_ = cmd.MarkFlagRequired("file")
@@ -270,7 +232,7 @@ func newPolicyDiffCmd(a *app) *cobra.Command {
 }
 
 func (o *policyDiffOptions) run(ctx context.Context, a *app) error {
-	raw, name, err := readPolicyFile(a, o.File)
+	raw, name, err := readInputFile(a, o.File, "-f", "policy", policy.MaxDocumentSize)
 	if err != nil {
 		return err
 	}
@@ -294,36 +256,6 @@ func (o *policyDiffOptions) run(ctx context.Context, a *app) error {
 	return nil
 }
 
-// readPolicyFile reads the file named by -f ("-": standard input), at most
-// one byte more than a policy may be, so that a mistaken large file is
-// refused without being read whole.
-func readPolicyFile(a *app, file string) ([]byte, string, error) {
-	if file == "" {
-		return nil, "", usageErrorf("-f FILE is empty: name the policy file, or - for standard input")
-	}
-	var r io.Reader = a.streams.In
-	name := file
-	if file == "-" {
-		name = "<stdin>"
-	} else {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, "", fmt.Errorf("read the policy file: %w; check the path given to -f", err)
-		}
-		defer f.Close()
-		r = f
-	}
-	raw, err := io.ReadAll(io.LimitReader(r, policy.MaxDocumentSize+1))
-	if err != nil {
-		return nil, "", fmt.Errorf("read the policy file %s: %w", name, err)
-	}
-	if len(raw) > policy.MaxDocumentSize {
-		return nil, "", fmt.Errorf("the policy file %s is more than %d bytes; a policy is a short settings file: check that this is the right file",
-			name, policy.MaxDocumentSize)
-	}
-	return raw, name, nil
-}
-
 // parsePolicyFile parses raw; on failure it prints every problem as
 // NAME:LINE:COL: ... to stderr and returns the one-sentence error.
 func parsePolicyFile(a *app, name string, raw []byte) (*policy.Policy, error) {
@@ -334,24 +266,6 @@ func parsePolicyFile(a *app, name string, raw []byte) (*policy.Policy, error) {
 	n := printProblems(a.streams.Err, name, err)
 	return nil, fmt.Errorf("%s is not a valid policy: %d problem(s), listed above; fix them and check again with `stado optimize policy validate -f %s`",
 		name, n, name)
-}
-
-// printProblems writes a Parse error one problem per line, prefixed with
-// name (NAME:LINE:COL: ...), and returns how many it wrote.
-func printProblems(w io.Writer, name string, err error) int {
-	var es yamlstrict.Errors
-	if !errors.As(err, &es) {
-		termf(w, "%s: %v\n", name, err)
-		return 1
-	}
-	for _, e := range es {
-		if e.Line > 0 {
-			termf(w, "%s:%s\n", name, e.Error())
-		} else {
-			termf(w, "%s: %s\n", name, e.Error())
-		}
-	}
-	return len(es)
 }
 
 // ---- pause, resume, breaker ----
@@ -375,7 +289,7 @@ status; quote it when it has spaces.`,
 			}
 			return nil
 		},
-		RunE: controlRunE(func(ctx context.Context, args []string) error {
+		RunE: runE(func(ctx context.Context, args []string) error {
 			o.Reason = args[0]
 			return o.run(ctx, a)
 		}),
@@ -423,7 +337,7 @@ func newResumeCmd(a *app) *cobra.Command {
 		Long: `Turn the emergency pause off. Autonomy repairs again if the policy lets it
 (mode, its own pause: true) and the circuit breaker is not open.`,
 		Args: cobra.NoArgs,
-		RunE: controlRunE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
+		RunE: runE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
 	}
 	cmd.Flags().StringVar(&o.Actor, "actor", "", "who is resuming, recorded in the control state (default USER@HOST)")
 	return cmd
@@ -469,7 +383,7 @@ func newBreakerResetCmd(a *app) *cobra.Command {
 		Long: `Close the circuit breaker now, whatever its phase: consecutive failures, trips
 and the last error are cleared and the cooldown returns to the policy's.`,
 		Args: cobra.NoArgs,
-		RunE: controlRunE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
+		RunE: runE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
 	}
 	cmd.Flags().StringVar(&o.Actor, "actor", "", "who is resetting, recorded in the control state (default USER@HOST)")
 	return cmd
@@ -564,44 +478,4 @@ func storeFailure(what string, err error) error {
 		hint = "; the store refused access: check the credentials for it"
 	}
 	return fmt.Errorf("%s: %w%s", what, err, hint)
-}
-
-// ---- terminal output ----
-
-// termError renders an error with control characters escaped: error texts
-// quote stored data and operator input, and run prints them to a terminal.
-type termError struct{ err error }
-
-func (e *termError) Error() string { return termsafe.Lines(e.err.Error()) }
-func (e *termError) Unwrap() error { return e.err }
-
-// termf writes formatted text with every control character but newline and
-// tab escaped (stored data must not be able to rewrite an operator's screen,
-// DESIGN §11).
-func termf(w io.Writer, format string, args ...any) {
-	_, _ = io.WriteString(w, termsafe.Lines(fmt.Sprintf(format, args...)))
-}
-
-// writeControlJSON writes v as indented JSON. encoding/json escapes C0
-// controls but writes DEL, the C1 controls (U+0080–U+009F, 8-bit CSI among
-// them) and the bidirectional controls raw; those are escaped too, as JSON
-// \u escapes (termsafe's \x escapes are not JSON).
-func writeControlJSON(w io.Writer, v any) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode JSON: %w", err)
-	}
-	var out strings.Builder
-	for _, r := range b.String() {
-		if termsafe.Lines(string(r)) != string(r) {
-			fmt.Fprintf(&out, `\u%04x`, r)
-			continue
-		}
-		out.WriteRune(r)
-	}
-	_, err := io.WriteString(w, out.String())
-	return err
 }

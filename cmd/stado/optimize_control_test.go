@@ -89,7 +89,7 @@ func TestPolicyValidateBinary(t *testing.T) {
 		{name: "missing file", args: []string{"-f", "nope.yaml"}, code: 1, stderr: []string{
 			"stado: read the policy file: open nope.yaml: no such file or directory; check the path given to -f"}},
 		{name: "too large", args: []string{"-f", "huge.yaml"}, code: 1, stderr: []string{
-			"stado: the policy file huge.yaml is more than 65536 bytes; a policy is a short settings file: check that this is the right file"}},
+			"stado: the policy file huge.yaml is more than 65536 bytes; check that it is the right file"}},
 		{name: "no -f", args: nil, code: 2, stderr: []string{`stado: required flag(s) "file" not set`, "Run 'stado --help' for usage."}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -464,7 +464,7 @@ func TestConcurrentPolicyApplyBinary(t *testing.T) {
 func TestWriteControlJSONEscapesC1(t *testing.T) {
 	var b strings.Builder
 	in := map[string]string{"s": "esc \x1b del \x7f csi \u009b bidi \u202e\u2066 <tag> & é\n"}
-	if err := writeControlJSON(&b, in); err != nil {
+	if err := writeJSON(&b, in); err != nil {
 		t.Fatal(err)
 	}
 	if c, bad := rawControl(b.String()); bad {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"github.com/stado/stado/autonomy"
 	"github.com/stado/stado/breaker"
 	"github.com/stado/stado/internal/telemetry"
+	"github.com/stado/stado/internal/termsafe"
 	"github.com/stado/stado/lease"
 	"github.com/stado/stado/objstore"
 	"github.com/stado/stado/policy"
@@ -117,7 +117,7 @@ func (a *app) runTick(ctx context.Context, o *runOptions) error {
 	a.logger.Info("tick done", "run", rep.RunID, "services", rep.Summary["services"], "reconciled", rep.Summary["reconciled"],
 		"failed", rep.FailedCount(), "blocked", rep.BlockedCount(), "dry_run", o.dryRun)
 	if o.json {
-		if _, werr := a.streams.Out.Write(rep.Marshal()); werr != nil {
+		if _, werr := a.streams.Out.Write(termsafe.JSON(rep.Marshal())); werr != nil {
 			return werr
 		}
 	} else if werr := reports.WriteRunText(a.streams.Out, rep); werr != nil {
@@ -313,9 +313,7 @@ func (a *app) history(ctx context.Context, o *historyOptions) error {
 	}
 	wg.Wait()
 	if o.json {
-		enc := json.NewEncoder(a.streams.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(entries)
+		return writeJSON(a.streams.Out, entries)
 	}
 	if len(entries) == 0 {
 		fmt.Fprintln(a.streams.Out, "no tick has run yet: run `stado optimize run`")

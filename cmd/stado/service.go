@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stado/stado/internal/termsafe"
-	"github.com/stado/stado/internal/yamlstrict"
 	"github.com/stado/stado/objstore"
 	"github.com/stado/stado/policy"
 	"github.com/stado/stado/reconcile/beacon"
@@ -50,43 +47,6 @@ policy's evidence.beacon_silence_seconds.`,
 	}, newBeaconPublishCmd(a))
 }
 
-// subcommandGroup makes cmd hold only subs: run bare, or with an unknown
-// subcommand, it is a usage error rather than help and exit 0.
-func subcommandGroup(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
-	names := make([]string, len(subs))
-	for i, s := range subs {
-		names[i] = s.Name()
-	}
-	cmd.Args = cobra.ArbitraryArgs
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return usageErrorf("unknown command %q for %q: use one of %s", termsafe.Escape(args[0]), cmd.CommandPath(), strings.Join(names, ", "))
-		}
-		return usageErrorf("%q needs a subcommand: use one of %s", cmd.CommandPath(), strings.Join(names, ", "))
-	}
-	cmd.AddCommand(subs...)
-	return cmd
-}
-
-// serviceRunE adapts a command body: it gets the command's context, and an
-// error it returns is printed with control characters escaped, since it may
-// quote stored data or the operator's input.
-func serviceRunE(run func(ctx context.Context) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, _ []string) error {
-		if err := run(cmd.Context()); err != nil {
-			return &escapedError{err: err}
-		}
-		return nil
-	}
-}
-
-// escapedError renders an error with control characters escaped (newlines
-// kept: a list of problems is one per line).
-type escapedError struct{ err error }
-
-func (e *escapedError) Error() string { return termsafe.Lines(e.err.Error()) }
-func (e *escapedError) Unwrap() error { return e.err }
-
 // ---- service apply ----
 
 type serviceApplyOptions struct {
@@ -105,7 +65,7 @@ service registry, replacing the stored one only if it is still at
 stored, --expect-version is required, so that two operators cannot silently
 overwrite each other.`,
 		Args: cobra.NoArgs,
-		RunE: serviceRunE(func(ctx context.Context) error { return o.run(ctx, a) }),
+		RunE: runE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
 	}
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "the registry file (- for standard input)")
 	cmd.Flags().StringVar(&o.ExpectVersion, "expect-version", "", "the stored version this apply replaces (from `stado service show`)")
@@ -121,7 +81,7 @@ func (o *serviceApplyOptions) run(ctx context.Context, a *app) error {
 	// Validate before opening the store: a broken file is reported the same
 	// whether or not the store is reachable.
 	if _, err := registry.Parse(raw); err != nil {
-		n := printRegistryProblems(a.streams.Err, name, err)
+		n := printProblems(a.streams.Err, name, err)
 		return fmt.Errorf("%s is not a valid service registry: %d problem(s), listed above; fix them and apply again", name, n)
 	}
 	store, err := a.openStore(ctx)
@@ -146,54 +106,6 @@ func (o *serviceApplyOptions) run(ctx context.Context, a *app) error {
 	return fmt.Errorf("apply %s: %w", name, err)
 }
 
-// readInputFile reads the file a flag names ("-": standard input), at most
-// one byte more than limit, so that a mistaken large file is refused without
-// being read whole. It returns the contents and the name to print.
-func readInputFile(a *app, file, flag, what string, limit int) ([]byte, string, error) {
-	if file == "" {
-		return nil, "", usageErrorf("%s is empty: name the %s file, or - for standard input", flag, what)
-	}
-	var r io.Reader = a.streams.In
-	name := file
-	if file == "-" {
-		name = "<stdin>"
-	} else {
-		f, err := os.Open(file)
-		if err != nil {
-			return nil, "", fmt.Errorf("read the %s file: %w; check the path given to %s", what, err, flag)
-		}
-		defer f.Close()
-		r = f
-	}
-	raw, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
-	if err != nil {
-		return nil, "", fmt.Errorf("read the %s file %s: %w", what, name, err)
-	}
-	if len(raw) > limit {
-		return nil, "", fmt.Errorf("the %s file %s is more than %d bytes; check that it is the right file", what, name, limit)
-	}
-	return raw, name, nil
-}
-
-// printRegistryProblems writes a Parse error one problem per line, prefixed
-// with name (NAME:LINE:COL: ..., the form editors jump to), and returns how
-// many it wrote.
-func printRegistryProblems(w io.Writer, name string, err error) int {
-	var es yamlstrict.Errors
-	if !errors.As(err, &es) {
-		fmt.Fprintln(w, termsafe.Escape(name+": "+err.Error()))
-		return 1
-	}
-	for _, e := range es {
-		sep := ":"
-		if e.Line == 0 {
-			sep = ": "
-		}
-		fmt.Fprintln(w, termsafe.Escape(name+sep+e.Error()))
-	}
-	return len(es)
-}
-
 // ---- service show ----
 
 func newServiceShowCmd(a *app) *cobra.Command {
@@ -205,7 +117,7 @@ the first line as "version: V", then the stored document as it was applied,
 comments kept. A stored registry that is invalid is printed too, with its
 problems on standard error: every tick fails until it is fixed.`,
 		Args: cobra.NoArgs,
-		RunE: serviceRunE(func(ctx context.Context) error { return runServiceShow(ctx, a) }),
+		RunE: runE(func(ctx context.Context, _ []string) error { return runServiceShow(ctx, a) }),
 	}
 }
 
@@ -229,7 +141,7 @@ func runServiceShow(ctx context.Context, a *app) error {
 	}
 	fmt.Fprintf(a.streams.Out, "version: %s\n%s", doc.Version, text)
 	if _, err := registry.Parse(doc.Raw); err != nil {
-		n := printRegistryProblems(a.streams.Err, registry.Key, err)
+		n := printProblems(a.streams.Err, registry.Key, err)
 		fmt.Fprintf(a.streams.Err, "warning: this stored registry is invalid (%d problem(s), listed above), so every tick fails until it is fixed: "+
 			"correct it and apply it with `stado service apply -f FILE --expect-version %s`\n", n, doc.Version)
 	}
@@ -252,7 +164,7 @@ host's latest beacon reports for its unit and how old that beacon is. A beacon
 older than the policy's evidence.beacon_silence_seconds is marked stale: the
 reconciler treats its units as unknown and repairs none of them.`,
 		Args: cobra.NoArgs,
-		RunE: serviceRunE(func(ctx context.Context) error { return o.run(ctx, a) }),
+		RunE: runE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
 	}
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print one JSON document")
 	return cmd
@@ -337,9 +249,7 @@ func (o *serviceListOptions) run(ctx context.Context, a *app) error {
 	}
 
 	if o.JSON {
-		enc := json.NewEncoder(a.streams.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(serviceListJSON{Version: loaded.Version, BeaconSilenceSeconds: int(silence / time.Second), Services: rows})
+		return writeJSON(a.streams.Out, serviceListJSON{Version: loaded.Version, BeaconSilenceSeconds: int(silence / time.Second), Services: rows})
 	}
 	if loaded.Missing {
 		fmt.Fprintf(a.streams.Err, "no service registry is stored in %s (%s): no services are declared; declare them with `stado service apply -f FILE`\n",
@@ -499,7 +409,7 @@ clock. The states come from one of:
 
 The systemctl binary is $STADO_SYSTEMCTL, else systemctl on PATH.`,
 		Args: cobra.NoArgs,
-		RunE: serviceRunE(func(ctx context.Context) error { return o.run(ctx, a) }),
+		RunE: runE(func(ctx context.Context, _ []string) error { return o.run(ctx, a) }),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Host, "host", "", "the host whose beacon this is (required)")

@@ -62,3 +62,29 @@ func clean(s string, keepLines bool) bool {
 	}
 	return true
 }
+
+// JSON makes encoded JSON safe for a terminal. encoding/json escapes the C0
+// controls but writes DEL, the C1 controls (U+0080-U+009F, the 8-bit CSI
+// among them) and the bidirectional controls raw; JSON writes them here as
+// \u escapes, which decode to the same strings. Such characters can only
+// occur inside JSON strings, so the document's meaning is unchanged.
+func JSON(b []byte) []byte {
+	if clean(string(b), true) {
+		return b
+	}
+	var out strings.Builder
+	s := string(b)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			out.WriteString(`\ufffd`)
+		case r == 0x7f || (r >= 0x80 && r < 0xa0) || bidi(r):
+			fmt.Fprintf(&out, `\u%04x`, r)
+		default:
+			out.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return []byte(out.String())
+}

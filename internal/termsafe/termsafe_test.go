@@ -1,6 +1,7 @@
 package termsafe
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -40,4 +41,17 @@ func FuzzEscape(f *testing.F) {
 			t.Fatalf("Escape kept a newline or tab: %q", Escape(s))
 		}
 	})
+}
+
+func TestJSON(t *testing.T) {
+	in := []byte("{\"a\":\"x\u009b31m\u202e\x7fy\",\"b\":\"plain\"}\n")
+	got := string(JSON(in))
+	want := "{\"a\":\"x\\u009b31m\\u202e\\u007fy\",\"b\":\"plain\"}\n"
+	if got != want {
+		t.Fatalf("JSON = %q, want %q", got, want)
+	}
+	var v map[string]string
+	if err := json.Unmarshal([]byte(got), &v); err != nil || v["a"] != "x\u009b31m\u202e\x7fy" {
+		t.Fatalf("escaped JSON decodes to %q, %v", v["a"], err)
+	}
 }
