@@ -1,13 +1,13 @@
 package policy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/stado/stado/internal/docstore"
 	"github.com/stado/stado/internal/textdiff"
 	"github.com/stado/stado/internal/yamlstrict"
 	"github.com/stado/stado/objstore"
@@ -138,110 +138,37 @@ var (
 	ErrNoChange = errors.New("policy unchanged")
 )
 
-// ConflictError says the stored policy changed since the operator read it.
-type ConflictError struct {
-	// Expected is the version the apply expected ("" when it expected no
-	// stored policy).
-	Expected string
-	// Current is the version stored now ("" when none is stored).
-	Current string
+// ConflictError says the stored policy changed since the operator read it;
+// errors.Is(err, ErrVersionConflict) is true.
+type ConflictError = docstore.ConflictError
+
+// kind is how the policy is stored and named.
+var kind = &docstore.Kind{
+	Key:                      Key,
+	What:                     "policy",
+	Noun:                     "policy",
+	ShowCmd:                  "stado optimize policy show",
+	Review:                   "review it with `stado optimize policy show` and `stado optimize policy diff -f FILE`",
+	ExpectReview:             "review it with `stado optimize policy diff -f FILE`",
+	ErrExpectVersionRequired: ErrExpectVersionRequired,
+	ErrVersionConflict:       ErrVersionConflict,
+	ErrNoChange:              ErrNoChange,
 }
 
-// Is makes errors.Is(err, ErrVersionConflict) true.
-func (e *ConflictError) Is(target error) bool { return target == ErrVersionConflict }
-
-// Error says which version is stored now and how to re-apply against it.
-func (e *ConflictError) Error() string {
-	switch {
-	case e.Current == "" && e.Expected == "":
-		return fmt.Sprintf("%s: the stored policy changed while this apply was writing it, and none is stored now; "+
-			"run `stado optimize policy show` to check, then apply again", ErrVersionConflict)
-	case e.Current == "":
-		return fmt.Sprintf("%s: --expect-version %s was given, but no policy is stored; "+
-			"run `stado optimize policy show` to check, then apply without --expect-version to create it",
-			ErrVersionConflict, e.Expected)
-	case e.Expected == "":
-		return fmt.Sprintf("%s: another policy (version %s) was stored while this one was being created; "+
-			"review it with `stado optimize policy show` and `stado optimize policy diff -f FILE`, "+
-			"then re-apply with --expect-version %s",
-			ErrVersionConflict, e.Current, e.Current)
-	}
-	return fmt.Sprintf("%s: the stored policy is at version %s, not %s: someone applied a change since you read it; "+
-		"review it with `stado optimize policy show` and `stado optimize policy diff -f FILE`, "+
-		"then re-apply with --expect-version %s",
-		ErrVersionConflict, e.Current, e.Expected, e.Current)
-}
+// NewConflictError is the version conflict between an expected and the
+// current stored version, worded for the policy.
+func NewConflictError(expected, current string) *ConflictError { return kind.Conflict(expected, current) }
 
 // Apply validates raw and stores it as the policy, byte for byte, with
-// compare-and-swap against expectVersion, and returns the new version.
-//
-//   - raw fails Parse: the Parse error, unchanged (callers prefix each line
-//     with the file name); nothing is written.
-//   - nothing stored: raw is created; with expectVersion set, a
-//     *ConflictError, since the operator expected a policy that is not there.
-//   - a policy stored, expectVersion empty: ErrExpectVersionRequired, naming
-//     the current version.
-//   - a policy stored at another version than expectVersion, or replaced
-//     while this write was under way: a *ConflictError naming the current
-//     version.
-//   - raw byte-identical to the stored policy: ErrNoChange. Versions are
-//     content hashes, so writing it would leave the version unchanged and
-//     an apply would look like it did something it did not.
-//
-// Reusing a version is harmless here, unlike for leases (DESIGN §3): a
-// version names the exact document the operator reviewed, and if the stored
-// document has that version it is that document.
+// compare-and-swap against expectVersion, and returns the new version. A
+// document that fails Parse is refused with the Parse error, unchanged
+// (callers prefix each line with the file name), and nothing is written;
+// the other answers are docstore.Kind.Apply's.
 func Apply(ctx context.Context, store objstore.Store, raw []byte, expectVersion string) (string, error) {
 	if _, err := Parse(raw); err != nil {
 		return "", err
 	}
-	cur, err := store.Get(ctx, Key)
-	switch {
-	case errors.Is(err, objstore.ErrNotFound):
-		if expectVersion != "" {
-			return "", &ConflictError{Expected: expectVersion}
-		}
-		v, err := store.Create(ctx, Key, raw)
-		return resolveWrite(ctx, store, raw, "", v, err)
-	case err != nil:
-		return "", fmt.Errorf("read the stored policy from %s: %w", store.Location(), err)
-	case expectVersion == "":
-		return "", fmt.Errorf("%w: it is at version %s; review it with `stado optimize policy diff -f FILE`, then pass --expect-version %s",
-			ErrExpectVersionRequired, cur.ETag, cur.ETag)
-	case cur.ETag != expectVersion:
-		return "", &ConflictError{Expected: expectVersion, Current: cur.ETag}
-	case bytes.Equal(cur.Body, raw):
-		return "", fmt.Errorf("%w: the stored policy (version %s) is already byte-identical to this document; nothing was written", ErrNoChange, cur.ETag)
-	}
-	v, err := store.PutIfMatch(ctx, Key, raw, expectVersion)
-	return resolveWrite(ctx, store, raw, expectVersion, v, err)
-}
-
-// resolveWrite turns the outcome of a conditional write into Apply's answer.
-// A failed condition becomes a ConflictError naming the version stored now.
-// A write whose outcome is unknown (the store did not answer) is resolved by
-// reading back: if the stored document is ours, the write happened.
-func resolveWrite(ctx context.Context, store objstore.Store, raw []byte, expected, version string, err error) (string, error) {
-	if err == nil {
-		return version, nil
-	}
-	if errors.Is(err, objstore.ErrPrecondition) {
-		now, rerr := store.Get(ctx, Key)
-		switch {
-		case errors.Is(rerr, objstore.ErrNotFound):
-			return "", &ConflictError{Expected: expected}
-		case rerr != nil:
-			return "", fmt.Errorf("%w: the stored policy changed while this apply was writing, and reading it back failed: %w",
-				ErrVersionConflict, rerr)
-		}
-		return "", &ConflictError{Expected: expected, Current: now.ETag}
-	}
-	if errors.Is(err, objstore.ErrUnavailable) {
-		if now, rerr := store.Get(ctx, Key); rerr == nil && bytes.Equal(now.Body, raw) {
-			return now.ETag, nil
-		}
-	}
-	return "", fmt.Errorf("write the policy to %s: %w", store.Location(), err)
+	return kind.Apply(ctx, store, raw, expectVersion)
 }
 
 // Diff returns the unified diff from the stored document (at storedVersion;

@@ -204,7 +204,7 @@ func (o *policyApplyOptions) run(ctx context.Context, a *app) error {
 		if lerr != nil {
 			return storeFailure("apply "+name, lerr)
 		}
-		return fmt.Errorf("apply %s: %w", name, &policy.ConflictError{Expected: policy.DefaultVersion, Current: cur.Version})
+		return fmt.Errorf("apply %s: %w", name, policy.NewConflictError(policy.DefaultVersion, cur.Version))
 	case errors.Is(err, policy.ErrExpectVersionRequired):
 		return &exitError{code: exitUsage, err: fmt.Errorf("apply %s: %w", name, err)}
 	case errors.Is(err, policy.ErrVersionConflict):

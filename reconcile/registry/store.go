@@ -1,13 +1,13 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/stado/stado/internal/docstore"
 	"github.com/stado/stado/internal/yamlstrict"
 	"github.com/stado/stado/objstore"
 )
@@ -124,108 +124,36 @@ func Load(ctx context.Context, store objstore.Store) (*Loaded, error) {
 	return &Loaded{Document: doc, Registry: r}, nil
 }
 
-// ConflictError says the stored registry changed since the operator read it.
-type ConflictError struct {
-	// Expected is the version the apply expected ("" when it expected no
-	// stored registry).
-	Expected string
-	// Current is the version stored now ("" when none is stored).
-	Current string
-}
+// ConflictError says the stored registry changed since the operator read
+// it; errors.Is(err, ErrVersionConflict) is true.
+type ConflictError = docstore.ConflictError
 
-// Is makes errors.Is(err, ErrVersionConflict) true.
-func (e *ConflictError) Is(target error) bool { return target == ErrVersionConflict }
-
-// Error says which version is stored now and how to re-apply against it.
-func (e *ConflictError) Error() string {
-	switch {
-	case e.Current == "" && e.Expected == "":
-		return fmt.Sprintf("%s: the stored registry changed while this apply was writing it, and none is stored now; "+
-			"run `stado service show` to check, then apply again", ErrVersionConflict)
-	case e.Current == "":
-		return fmt.Sprintf("%s: --expect-version %s was given, but no registry is stored; "+
-			"run `stado service show` to check, then apply without --expect-version to create it",
-			ErrVersionConflict, e.Expected)
-	case e.Expected == "":
-		return fmt.Sprintf("%s: another registry (version %s) was stored while this one was being created; "+
-			"review it with `stado service show`, then re-apply with --expect-version %s",
-			ErrVersionConflict, e.Current, e.Current)
-	}
-	return fmt.Sprintf("%s: the stored registry is at version %s, not %s: someone applied a change since you read it; "+
-		"review it with `stado service show`, then re-apply with --expect-version %s",
-		ErrVersionConflict, e.Current, e.Expected, e.Current)
+// kind is how the registry is stored and named.
+var kind = &docstore.Kind{
+	Key:                      Key,
+	What:                     "service registry",
+	Noun:                     "registry",
+	ShowCmd:                  "stado service show",
+	Review:                   "review it with `stado service show`",
+	ExpectReview:             "review it with `stado service show`",
+	ErrExpectVersionRequired: ErrExpectVersionRequired,
+	ErrVersionConflict:       ErrVersionConflict,
+	ErrNoChange:              ErrNoChange,
 }
 
 // Apply validates raw and stores it as the registry, byte for byte, with
 // compare-and-swap against expectVersion, and returns the new version and
 // the registry parsed from raw (so that a caller need not parse it again).
-// Its cases are those of policy.Apply:
-//
-//   - raw fails Parse: the Parse error, unchanged (callers prefix each line
-//     with the file name); nothing is written.
-//   - nothing stored: raw is created; with expectVersion set, a
-//     *ConflictError, since the operator expected a registry that is not
-//     there.
-//   - a registry stored, expectVersion empty: ErrExpectVersionRequired,
-//     naming the current version.
-//   - a registry stored at another version than expectVersion, or replaced
-//     while this write was under way: a *ConflictError naming the current
-//     version.
-//   - raw byte-identical to the stored registry: ErrNoChange (versions are
-//     content hashes, so writing it would change nothing).
+// A document that fails Parse is refused with the Parse error, unchanged,
+// and nothing is written; the other answers are docstore.Kind.Apply's.
 func Apply(ctx context.Context, store objstore.Store, raw []byte, expectVersion string) (string, *Registry, error) {
 	r, err := Parse(raw)
 	if err != nil {
 		return "", nil, err
 	}
-	cur, err := store.Get(ctx, Key)
-	switch {
-	case errors.Is(err, objstore.ErrNotFound):
-		if expectVersion != "" {
-			return "", nil, &ConflictError{Expected: expectVersion}
-		}
-		v, err := store.Create(ctx, Key, raw)
-		v, err = resolveWrite(ctx, store, raw, "", v, err)
-		return v, r, err
-	case err != nil:
-		return "", nil, fmt.Errorf("read the stored service registry from %s: %w", store.Location(), err)
-	case expectVersion == "":
-		return "", nil, fmt.Errorf("%w: it is at version %s; review it with `stado service show`, then pass --expect-version %s",
-			ErrExpectVersionRequired, cur.ETag, cur.ETag)
-	case cur.ETag != expectVersion:
-		return "", nil, &ConflictError{Expected: expectVersion, Current: cur.ETag}
-	case bytes.Equal(cur.Body, raw):
-		return "", nil, fmt.Errorf("%w: the stored registry (version %s) is already byte-identical to this document; nothing was written",
-			ErrNoChange, cur.ETag)
+	v, err := kind.Apply(ctx, store, raw, expectVersion)
+	if err != nil {
+		return "", nil, err
 	}
-	v, err := store.PutIfMatch(ctx, Key, raw, expectVersion)
-	v, err = resolveWrite(ctx, store, raw, expectVersion, v, err)
-	return v, r, err
-}
-
-// resolveWrite turns the outcome of a conditional write into Apply's answer.
-// A failed condition becomes a ConflictError naming the version stored now.
-// A write whose outcome is unknown (the store did not answer) is resolved by
-// reading back: if the stored document is ours, the write happened.
-func resolveWrite(ctx context.Context, store objstore.Store, raw []byte, expected, version string, err error) (string, error) {
-	if err == nil {
-		return version, nil
-	}
-	if errors.Is(err, objstore.ErrPrecondition) {
-		now, rerr := store.Get(ctx, Key)
-		switch {
-		case errors.Is(rerr, objstore.ErrNotFound):
-			return "", &ConflictError{Expected: expected}
-		case rerr != nil:
-			return "", fmt.Errorf("%w: the stored registry changed while this apply was writing, and reading it back failed: %w",
-				ErrVersionConflict, rerr)
-		}
-		return "", &ConflictError{Expected: expected, Current: now.ETag}
-	}
-	if errors.Is(err, objstore.ErrUnavailable) {
-		if now, rerr := store.Get(ctx, Key); rerr == nil && bytes.Equal(now.Body, raw) {
-			return now.ETag, nil
-		}
-	}
-	return "", fmt.Errorf("write the service registry to %s: %w", store.Location(), err)
+	return v, r, nil
 }
