@@ -113,11 +113,36 @@ func (s *FS) Get(ctx context.Context, key string) (Object, error) {
 	if !st.Mode().IsRegular() {
 		return Object{}, opError("get", key, ErrNotFound, nil)
 	}
-	body, err := io.ReadAll(f)
+	body, err := readAll(f, st.Size())
 	if err != nil {
 		return Object{}, fsError("get", key, err)
 	}
 	return Object{Key: key, Body: body, ETag: contentETag(body), ModTime: st.ModTime()}, nil
+}
+
+// readAll reads f to its end into one buffer sized from the file's size, as
+// os.ReadFile does: a registry of 100,000 services is tens of megabytes, and
+// io.ReadAll would grow its buffer by doubling, copying it a dozen times. The
+// size is only a hint (an operator may edit a file in place); the read goes
+// on to EOF whatever it is.
+func readAll(f *os.File, size int64) ([]byte, error) {
+	if size < 0 || size > 1<<40 {
+		size = 0
+	}
+	b := make([]byte, 0, size+512)
+	for {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				return b, nil
+			}
+			return nil, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // Create implements Store.

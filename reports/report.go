@@ -149,11 +149,12 @@ func Parse(b []byte) (*Report, error) {
 }
 
 // Marshal encodes a report as stored: indented JSON, for operators reading
-// the store with ordinary tools.
+// the store with ordinary tools. The bytes are json.MarshalIndent's with two
+// spaces, plus a newline (see encode.go).
 func (r *Report) Marshal() []byte {
-	b, err := json.MarshalIndent(r, "", "  ")
+	b, err := r.marshal()
 	if err != nil {
 		panic(err) // strings, ints, bools and times always marshal
 	}
-	return append(b, '\n')
+	return b
 }

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -21,8 +22,12 @@ func RunKey(runID string) string { return RunsPrefix + runID + ".json" }
 // the run id used.
 func Save(ctx context.Context, store objstore.Store, r *Report) (string, error) {
 	base := r.RunID
+	// One encoding serves the run report, the read-back comparison and
+	// latest.json (at fleet scale it is tens of megabytes); it is redone
+	// only when a collision changes the run id.
+	body := r.Marshal()
 	for attempt := 0; ; attempt++ {
-		_, err := store.Create(ctx, RunKey(r.RunID), r.Marshal())
+		_, err := store.Create(ctx, RunKey(r.RunID), body)
 		if err == nil {
 			break
 		}
@@ -30,7 +35,7 @@ func Save(ctx context.Context, store objstore.Store, r *Report) (string, error) 
 			// Ambiguous, or an SDK retry of a create that committed: the
 			// report may be ours already. The body names this reconciler
 			// and the tick's instants, so equal bytes mean ours.
-			if o, gerr := store.Get(ctx, RunKey(r.RunID)); gerr == nil && string(o.Body) == string(r.Marshal()) {
+			if o, gerr := store.Get(ctx, RunKey(r.RunID)); gerr == nil && bytes.Equal(o.Body, body) {
 				break
 			}
 		}
@@ -41,8 +46,9 @@ func Save(ctx context.Context, store objstore.Store, r *Report) (string, error) 
 		_, _ = rand.Read(b[:])
 		r.RunID = base + "-" + hex.EncodeToString(b[:])
 		r.DecisionID = DecisionID(r.RunID)
+		body = r.Marshal()
 	}
-	if err := updateLatest(ctx, store, r); err != nil {
+	if err := updateLatest(ctx, store, r, body); err != nil {
 		return r.RunID, err
 	}
 	return r.RunID, nil
@@ -52,8 +58,8 @@ func Save(ctx context.Context, store objstore.Store, r *Report) (string, error) 
 // last. Ticks of several reconcilers finish in any order, and their store
 // clocks agree only to within a second or two, so "latest" means latest
 // written, which is what an operator reading status after a tick expects.
-func updateLatest(ctx context.Context, store objstore.Store, r *Report) error {
-	if _, err := store.Put(ctx, LatestKey, r.Marshal()); err != nil {
+func updateLatest(ctx context.Context, store objstore.Store, r *Report, body []byte) error {
+	if _, err := store.Put(ctx, LatestKey, body); err != nil {
 		return fmt.Errorf("write %s (the run report %s is saved): %w", LatestKey, r.RunID, err)
 	}
 	return nil
