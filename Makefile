@@ -8,7 +8,7 @@ export PATH := $(GOBIN):$(PATH)
 VERSITYGW_VERSION   := v1.8.0
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test bench lint tools clean demo
+.PHONY: all build test bench bench-quick lint tools clean demo
 
 all: build
 
@@ -18,8 +18,26 @@ build:
 test: tools
 	$(GO) test -count=1 -timeout 14m ./...
 
+# reliability is the full-size reliability suite (README, "Reliability"):
+# every store fault kind against every target, 120+ crashes, the 2-minute
+# soaks, then every fuzz target for FUZZTIME each. `make test` runs the
+# CI-sized suite; this scales it up. Figures go to bin/reliability/.
+FUZZTIME ?= 60s
+
+reliability: tools
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./reliability/run.sh bin/reliability
+
+# bench runs the performance benchmarks (docs/benchmarks.md says what and
+# how) and regenerates docs/benchmarks.md; about 35 minutes on 2 cores. It
+# installs what it needs (Versity Gateway, Debian's etcd-server and
+# redis-server) when missing. bench-quick: fewer repeats, no 100,000-service
+# fleet on S3 + 20 ms, no sequential 100,000-service ticks on S3 (about 6).
+# The Go micro-benchmarks: go test -run '^$$' -bench . -benchmem ./...
 bench: tools
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	bash bench/run.sh full
+
+bench-quick: tools
+	bash bench/run.sh quick
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -321,6 +321,12 @@ const (
 	retryAttempts = 64
 	retryBase     = 2 * time.Millisecond
 	retryCap      = 50 * time.Millisecond
+	// unansweredAttempts bounds the writes the store may leave unanswered
+	// (ErrUnavailable: each already retried by the store's client) before
+	// the update gives up. Contention is worth many attempts; an outage
+	// is not, and an operator pausing autonomy during one must hear so in
+	// seconds, not minutes.
+	unansweredAttempts = 3
 )
 
 func backoff(ctx context.Context, attempt int) error {
@@ -364,6 +370,7 @@ func update(ctx context.Context, store objstore.Store, rewriteInvalid bool, fn f
 	// state each was applied to.
 	pending := map[string]*Stored{}
 	var lastWriteErr error
+	unanswered := 0
 	for attempt := 0; attempt < retryAttempts; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt-1); err != nil {
@@ -381,6 +388,11 @@ func update(ctx context.Context, store objstore.Store, rewriteInvalid bool, fn f
 			if prev, ok := pending[before.Control.WriteID]; ok {
 				return &Outcome{Before: prev, After: before, Changed: true, Replaced: prev.Invalid}, nil
 			}
+		}
+		if unanswered >= unansweredAttempts {
+			// Read back once more above: none of the writes landed.
+			return nil, fmt.Errorf("update the control state on %s: the store did not answer %d writes (last: %w); nothing was changed; try again when the store answers",
+				store.Location(), unanswered, lastWriteErr)
 		}
 		if before.Invalid != nil && !rewriteInvalid {
 			return nil, fmt.Errorf("%w (%v): %s", ErrControlUnreadable, before.Invalid, rewriteHint)
@@ -425,6 +437,9 @@ func update(ctx context.Context, store objstore.Store, rewriteInvalid bool, fn f
 		case errors.Is(err, objstore.ErrPrecondition), errors.Is(err, objstore.ErrUnavailable):
 			pending[next.WriteID] = before
 			lastWriteErr = err
+			if errors.Is(err, objstore.ErrUnavailable) {
+				unanswered++
+			}
 		default:
 			return nil, fmt.Errorf("write the control state to %s: %w", store.Location(), err)
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -84,7 +85,13 @@ func NewS3(ctx context.Context, o S3Options) (*S3, error) {
 	}
 	httpClient := o.HTTPClient
 	if httpClient == nil {
-		httpClient = awshttp.NewBuildableClient().WithTimeout(o.Timeout)
+		// The SDK keeps 10 idle connections per host; a tick reads and
+		// writes at a concurrency of 32 to 128, and every connection beyond
+		// the pool would be a new TCP (and TLS) handshake.
+		httpClient = awshttp.NewBuildableClient().WithTimeout(o.Timeout).WithTransportOptions(func(t *http.Transport) {
+			t.MaxIdleConns = 256
+			t.MaxIdleConnsPerHost = 256
+		})
 	}
 	loadOpts = append(loadOpts, config.WithHTTPClient(httpClient))
 	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
@@ -124,10 +131,16 @@ func NewS3(ctx context.Context, o S3Options) (*S3, error) {
 					out, md, err := next.HandleDeserialize(ctx, in)
 					received := local.Now()
 					st.count(middleware.GetOperationName(ctx))
-					if resp, ok := out.RawResponse.(*smithyhttp.Response); ok && resp != nil {
+					resp, ok := out.RawResponse.(*smithyhttp.Response)
+					if ok && resp != nil {
 						if d, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
 							st.clock.observe(d, sent, received)
 						}
+					}
+					// This runs below the SDK's deserializers: a 5xx
+					// arrives here as a response, a reset as an error.
+					if a, aok := ctx.Value(attemptsKey{}).(*attempts); aok && (!ok || resp == nil || resp.StatusCode >= 500) {
+						a.unanswered.Store(true)
 					}
 					return out, md, err
 				}), middleware.After)
@@ -297,15 +310,35 @@ func (s *S3) Put(ctx context.Context, key string, body []byte) (string, error) {
 	return s.put(ctx, "put", key, body, nil, nil)
 }
 
+// attempts records, across the SDK's retries of one operation, whether an
+// attempt went unanswered (no response, or a 5xx): such an attempt may have
+// committed.
+type attempts struct{ unanswered atomic.Bool }
+
+type attemptsKey struct{}
+
 // DeleteIfMatch implements Store.
+//
+// A retried delete whose first attempt committed, but went unanswered, finds
+// the key gone: AWS S3 answers the retry 404 (Versity Gateway 204). That 404
+// is not "no such object" but "this delete may have been the one that
+// removed it": it is returned as ErrUnavailable, the outcome unknown, so
+// that a lease release reads back instead of reporting that someone else
+// removed the lease.
 func (s *S3) DeleteIfMatch(ctx context.Context, key, etag string) error {
 	if err := ValidKey(key); err != nil {
 		return opError("delete-if-match", key, err, nil)
 	}
 	return s.retryConflict(ctx, func() error {
-		_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: s.objectKey(key), IfMatch: quoteETag(etag)})
+		a := &attempts{}
+		_, err := s.client.DeleteObject(context.WithValue(ctx, attemptsKey{}, a), &s3.DeleteObjectInput{Bucket: &s.bucket, Key: s.objectKey(key), IfMatch: quoteETag(etag)})
 		if err != nil {
-			return s.s3Error("delete-if-match", key, err)
+			err = s.s3Error("delete-if-match", key, err)
+			if errors.Is(err, ErrNotFound) && a.unanswered.Load() {
+				return opError("delete-if-match", key, ErrUnavailable,
+					errors.New("an earlier attempt went unanswered and its retry found no object: the delete may have landed"))
+			}
+			return err
 		}
 		return nil
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -46,22 +47,31 @@ func ParseURL(raw string) (Location, error) {
 	if !strings.Contains(raw, "://") {
 		return Location{Kind: "fs", Dir: raw}, nil
 	}
+	// Messages show the URL without its user information, where
+	// credentials would be.
+	shown := RedactURL(raw)
+	if shown != raw {
+		return Location{}, fmt.Errorf("store URL %q: %s", shown, credentialsHint)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Location{}, fmt.Errorf("store URL %q: %w", raw, err)
+		return Location{}, fmt.Errorf("store URL %q is not a URL: use a directory, file:///PATH or s3://BUCKET/PREFIX", shown)
+	}
+	if u.User != nil {
+		return Location{}, fmt.Errorf("store URL %q: %s", shown, credentialsHint)
 	}
 	switch u.Scheme {
 	case "file":
 		if u.Host != "" && u.Host != "localhost" {
-			return Location{}, fmt.Errorf("store URL %q: a file URL names a local path: use file:///PATH (three slashes)", raw)
+			return Location{}, fmt.Errorf("store URL %q: a file URL names a local path: use file:///PATH (three slashes)", shown)
 		}
 		if u.Path == "" {
-			return Location{}, fmt.Errorf("store URL %q has no path: use file:///PATH", raw)
+			return Location{}, fmt.Errorf("store URL %q has no path: use file:///PATH", shown)
 		}
 		return Location{Kind: "fs", Dir: u.Path}, nil
 	case "s3":
 		if u.Host == "" {
-			return Location{}, fmt.Errorf("store URL %q has no bucket: use s3://BUCKET/PREFIX", raw)
+			return Location{}, fmt.Errorf("store URL %q has no bucket: use s3://BUCKET/PREFIX", shown)
 		}
 		o := S3Options{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
 		for k, vs := range u.Query() {
@@ -71,25 +81,43 @@ func ParseURL(raw string) (Location, error) {
 				o.Region = v
 			case "endpoint":
 				eu, err := url.Parse(v)
+				if err == nil && eu.User != nil {
+					return Location{}, fmt.Errorf("store URL %q: endpoint: %s", shown, credentialsHint)
+				}
 				if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
-					return Location{}, fmt.Errorf("store URL %q: endpoint %q must be an http:// or https:// URL", raw, v)
+					return Location{}, fmt.Errorf("store URL %q: endpoint %q must be an http:// or https:// URL", shown, RedactURL(v))
 				}
 				o.Endpoint = v
 			case "path_style":
 				b, err := strconv.ParseBool(v)
 				if err != nil {
-					return Location{}, fmt.Errorf("store URL %q: path_style=%q must be true or false", raw, v)
+					return Location{}, fmt.Errorf("store URL %q: path_style=%q must be true or false", shown, v)
 				}
 				o.PathStyle = b
 			default:
-				return Location{}, fmt.Errorf("store URL %q: unknown parameter %q (known: region, endpoint, path_style)", raw, k)
+				return Location{}, fmt.Errorf("store URL %q: unknown parameter %q (known: region, endpoint, path_style)", shown, k)
 			}
 		}
 		return Location{Kind: "s3", S3: o}, nil
 	default:
-		return Location{}, fmt.Errorf("store URL %q: unsupported scheme %q: use a directory, file:///PATH or s3://BUCKET/PREFIX", raw, u.Scheme)
+		return Location{}, fmt.Errorf("store URL %q: unsupported scheme %q: use a directory, file:///PATH or s3://BUCKET/PREFIX", shown, u.Scheme)
 	}
 }
+
+// credentialsHint says where credentials go instead of a store URL.
+const credentialsHint = "credentials do not belong in a store URL, which is shown in messages and status: " +
+	"remove the USER:PASSWORD@ part and give them through the standard chain " +
+	"(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a shared profile, or instance metadata)"
+
+// userinfo matches the user information of a URL, or of a URL embedded
+// (perhaps percent-encoded) in a query parameter: USER@, or USER:SECRET@
+// where the secret may hold unescaped slashes (AWS secret keys do).
+var userinfo = regexp.MustCompile(`(?i)(://|%3a%2f%2f)(?:[^/?#&@]*|[^/?#&@:]*(?::|%3a)[^?#&]*)(?:@|%40)`)
+
+// RedactURL returns a store URL fit for a message: without the user
+// information of the URL or of its endpoint parameter, where credentials
+// would be. Everything else is kept as written.
+func RedactURL(raw string) string { return userinfo.ReplaceAllString(raw, "$1") }
 
 // OpenOptions carries what Open needs besides the URL.
 type OpenOptions struct {

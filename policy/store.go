@@ -157,7 +157,9 @@ var kind = &docstore.Kind{
 
 // NewConflictError is the version conflict between an expected and the
 // current stored version, worded for the policy.
-func NewConflictError(expected, current string) *ConflictError { return kind.Conflict(expected, current) }
+func NewConflictError(expected, current string) *ConflictError {
+	return kind.Conflict(expected, current)
+}
 
 // Apply validates raw and stores it as the policy, byte for byte, with
 // compare-and-swap against expectVersion, and returns the new version. A

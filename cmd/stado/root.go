@@ -198,7 +198,7 @@ func (a *app) openStore(ctx context.Context) (objstore.Store, error) {
 	}
 	s, err := objstore.Open(ctx, u, objstore.OpenOptions{Clock: a.clock})
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", u, err)
+		return nil, fmt.Errorf("open store %s: %w", objstore.RedactURL(u), err)
 	}
 	a.store = s
 	return s, nil

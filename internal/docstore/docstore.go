@@ -50,7 +50,9 @@ func (k *Kind) Conflict(expected, current string) *ConflictError {
 }
 
 // Is makes errors.Is(err, Kind.ErrVersionConflict) true.
-func (e *ConflictError) Is(target error) bool { return e.Kind != nil && target == e.Kind.ErrVersionConflict }
+func (e *ConflictError) Is(target error) bool {
+	return e.Kind != nil && target == e.Kind.ErrVersionConflict
+}
 
 // Error says which version is stored now and how to re-apply against it.
 func (e *ConflictError) Error() string {

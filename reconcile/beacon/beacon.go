@@ -229,25 +229,24 @@ func Decode(data []byte, host string) (*Beacon, error) {
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("%w: it is %d bytes, more than the %d allowed", ErrInvalid, len(data), MaxSize)
 	}
-	// schema_version first: a newer schema is reported as such rather than
-	// as an unknown field.
-	var probe struct {
-		SchemaVersion json.RawMessage `json:"schema_version"`
-	}
-	if err := json.Unmarshal(data, &probe); err == nil && len(probe.SchemaVersion) > 0 {
-		if v := string(probe.SchemaVersion); v != "1" {
-			return nil, fmt.Errorf("%w: schema_version %s is not %d, the only one this stado reads; upgrade stado or republish the beacon",
-				ErrInvalid, quote(v), SchemaVersion)
-		}
-	}
 	var w struct {
 		SchemaVersion *int    `json:"schema_version"`
 		Host          *string `json:"host"`
 		ReportedAt    *string `json:"reported_at"`
 		Units         *[]Unit `json:"units"`
 	}
-	if err := decodeStrict(data, &w); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	// One strict pass decodes a valid beacon. A newer schema is reported as
+	// such rather than as an unknown field or a wrong type, so on any
+	// failure, and for a schema_version other than 1, schema_version is
+	// looked at first; reading it on its own costs a second pass, which a
+	// tick over thousands of valid beacons need not pay.
+	if err := decodeStrict(data, &w); err != nil || (w.SchemaVersion != nil && *w.SchemaVersion != SchemaVersion) {
+		if serr := schemaProblem(data); serr != nil {
+			return nil, serr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
 	}
 	switch {
 	case w.SchemaVersion == nil:
@@ -267,11 +266,30 @@ func Decode(data []byte, host string) (*Beacon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: reported_at %s is not an RFC 3339 time", ErrInvalid, quote(*w.ReportedAt))
 	}
+	// Beacons are dated in UTC; an offset can push the year out of what
+	// RFC 3339 can write ("9999-12-31T23:59:59-23:59" is year 10000 in UTC).
+	if y := at.UTC().Year(); y < 1 || y > 9999 {
+		return nil, fmt.Errorf("%w: reported_at %s is outside the years 1 to 9999 in UTC", ErrInvalid, quote(*w.ReportedAt))
+	}
 	units, err := checkUnits(*w.Units, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return &Beacon{Host: host, ReportedAt: at, Units: units}, nil
+}
+
+// schemaProblem reports a schema_version other than 1, or nil.
+func schemaProblem(data []byte) error {
+	var probe struct {
+		SchemaVersion json.RawMessage `json:"schema_version"`
+	}
+	if err := json.Unmarshal(data, &probe); err == nil && len(probe.SchemaVersion) > 0 {
+		if v := string(probe.SchemaVersion); v != "1" {
+			return fmt.Errorf("%w: schema_version %s is not %d, the only one this stado reads; upgrade stado or republish the beacon",
+				ErrInvalid, quote(v), SchemaVersion)
+		}
+	}
+	return nil
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields and

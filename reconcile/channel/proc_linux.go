@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -64,7 +65,15 @@ func runFenced(ctx context.Context, o Options, kind string, req Request, argv, s
 	cmd.Stdout, cmd.Stderr = pw, pw
 	// Setpgid makes the leader's pid the group id, so kill(-pid) reaches
 	// every descendant that did not deliberately leave the group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: the fence is enforced by this process; if it dies (kill
+	// -9, OOM) nothing would stop the repair at its deadline, and after the
+	// lease's instant another reconciler repairs the same service while
+	// the orphan still runs. The kernel kills the leader instead. It sends
+	// the signal when the thread that forked the leader exits, so this
+	// goroutine keeps its thread until the leader has exited.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 
 	start := o.Clock.Now()

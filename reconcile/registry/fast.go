@@ -158,7 +158,10 @@ func fastField(e *entry, seen *uint8, kv string) bool {
 	}
 	v = strings.TrimLeft(v, " ")
 	val, plain, ok := fastScalar(v)
-	if !ok {
+	if !ok || val == "" {
+		// An empty quoted value: whether a key is present decides how the
+		// strict path validates it (endpoint: '' is refused there), and
+		// this path does not record presence.
 		return false
 	}
 	switch f {
