@@ -78,11 +78,17 @@ run() { # run CMD...: record it (temporary paths shortened), run it
 }
 
 # --- the machine and the code ----------------------------------------------
+# The code measured: HEAD, and whether the working tree differs from it
+# outside what this script itself writes.
+code_rev="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$(git status --porcelain -- . ':!bench/results' ':!docs/benchmarks.md' 2>/dev/null)" ]; then
+	code_rev="$code_rev plus uncommitted changes in the working tree"
+fi
 env_file="$results/env.txt"
 {
 	echo "date (UTC): $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "mode: $mode"
-	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$([ -n "$(git status --porcelain 2>/dev/null)" ] && echo ' plus uncommitted changes in the working tree')"
+	echo "commit: $code_rev"
 	echo "CPU: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"
 	echo "memory: $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
 	echo "kernel: $(uname -sr)"
@@ -193,7 +199,7 @@ echo "load (1-minute average, sampled every 10 s during the run; 2.0 = both core
 echo "stado-bench render ... -out docs/benchmarks.md" >>"$cmds"
 "$bin" render -scale "$results/scale.json" -lease "$results/lease.json" \
 	-before "$before_runs" -after "$after_runs" \
-	-before-label "$before_rev" -after-label "$(git rev-parse --short HEAD 2>/dev/null || echo HEAD) + working tree" \
+	-before-label "$before_rev" -after-label "$code_rev" \
 	-profile-before "$results/profile-before.txt" -profile-after "$results/profile-after.txt" \
 	-micro "$results/micro-benchstat.txt" \
 	"${wide_args[@]}" -env "$env_file" -commands "$cmds" -out docs/benchmarks.md
