@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/stado/stado/internal/docstore"
@@ -53,7 +52,7 @@ func (l *Loaded) Refusal() string {
 	case l.Invalid != nil:
 		return fmt.Sprintf("stored policy %s (version %s) is invalid, so autonomy makes no repair: %s; "+
 			"fix it with `stado optimize policy apply -f FILE --expect-version %s`",
-			Key, l.Version, summarize(l.Invalid), l.Version)
+			Key, l.Version, yamlstrict.OneLine(l.Invalid, 3), l.Version)
 	case l.Default:
 		return "no policy is stored, so the built-in default (report mode) is in effect and repairs are only planned; " +
 			"to let autonomy repair, apply a policy with `stado optimize policy apply -f FILE`"
@@ -67,25 +66,6 @@ func (l *Loaded) Refusal() string {
 			quote(l.Policy.PolicyVersion), l.Version)
 	}
 	return ""
-}
-
-// summarize renders a Parse error on one line: the first few problems,
-// separated by " | ", and how many more there are.
-func summarize(err error) string {
-	const shown = 3
-	var es yamlstrict.Errors
-	if !errors.As(err, &es) {
-		return err.Error()
-	}
-	parts := make([]string, 0, shown)
-	for i := 0; i < len(es) && i < shown; i++ {
-		parts = append(parts, es[i].Error())
-	}
-	s := strings.Join(parts, " | ")
-	if len(es) > shown {
-		s += fmt.Sprintf(" | and %d more", len(es)-shown)
-	}
-	return s
 }
 
 // failClosed is the policy in effect when the stored one is invalid: it

@@ -1,6 +1,7 @@
 package yamlstrict
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -185,4 +186,23 @@ func plainKey(key string) bool {
 		}
 	}
 	return true
+}
+
+// OneLine renders err on one line for a refusal that must fit in a status
+// line or a log record: when err holds Errors, the first shown problems
+// separated by " | " and how many more there are; otherwise err's text.
+func OneLine(err error, shown int) string {
+	var es Errors
+	if !errors.As(err, &es) {
+		return err.Error()
+	}
+	parts := make([]string, 0, min(shown, len(es)))
+	for i := 0; i < len(es) && i < shown; i++ {
+		parts = append(parts, es[i].Error())
+	}
+	s := strings.Join(parts, " | ")
+	if len(es) > shown {
+		s += fmt.Sprintf(" | and %d more", len(es)-shown)
+	}
+	return s
 }

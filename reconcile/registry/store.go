@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/stado/stado/internal/docstore"
@@ -70,26 +69,7 @@ func (e *InvalidError) Unwrap() error { return e.Problems }
 func (e *InvalidError) Error() string {
 	return fmt.Sprintf("the stored service registry %s (version %s) is invalid: %s; "+
 		"fix it and apply it with `stado service apply -f FILE --expect-version %s` (see it with `stado service show`)",
-		Key, e.Version, summarize(e.Problems), e.Version)
-}
-
-// summarize renders a Parse error on one line: the first few problems,
-// separated by " | ", and how many more there are.
-func summarize(err error) string {
-	const shown = 3
-	var es yamlstrict.Errors
-	if !errors.As(err, &es) {
-		return err.Error()
-	}
-	parts := make([]string, 0, shown)
-	for i := 0; i < len(es) && i < shown; i++ {
-		parts = append(parts, es[i].Error())
-	}
-	s := strings.Join(parts, " | ")
-	if len(es) > shown {
-		s += fmt.Sprintf(" | and %d more", len(es)-shown)
-	}
-	return s
+		Key, e.Version, yamlstrict.OneLine(e.Problems, 3), e.Version)
 }
 
 // Fetch reads the stored document without parsing it: what `stado service

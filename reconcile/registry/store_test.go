@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -168,45 +167,6 @@ func TestApplyIdenticalIsNoChange(t *testing.T) {
 	}
 }
 
-// TestConcurrentAppliesOneWins: of several applies racing from the same
-// version, exactly one writes; every other gets a conflict naming the
-// winner's version.
-func TestConcurrentAppliesOneWins(t *testing.T) {
-	ctx := context.Background()
-	s := newStore()
-	v1, _, _ := Apply(ctx, s, doc("web-0"), "")
-	const n = 8
-	var wg sync.WaitGroup
-	versions := make([]string, n)
-	errs := make([]error, n)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			versions[i], _, errs[i] = Apply(ctx, s, doc(fmt.Sprintf("web-%d", i+1)), v1)
-		}()
-	}
-	wg.Wait()
-	winner := ""
-	for i := 0; i < n; i++ {
-		if errs[i] == nil {
-			if winner != "" {
-				t.Fatalf("two applies won: %s and %s", winner, versions[i])
-			}
-			winner = versions[i]
-		}
-	}
-	if winner == "" || stored(t, s).ETag != winner {
-		t.Fatalf("winner %q, stored %q", winner, stored(t, s).ETag)
-	}
-	for i := 0; i < n; i++ {
-		var ce *ConflictError
-		if errs[i] != nil && (!errors.As(errs[i], &ce) || ce.Current != winner) {
-			t.Errorf("loser %d: %v, want a conflict naming %s", i, errs[i], winner)
-		}
-	}
-}
-
 func TestLoadInvalidStoredRegistry(t *testing.T) {
 	ctx := context.Background()
 	s := newStore()
@@ -238,25 +198,5 @@ func TestLoadInvalidStoredRegistry(t *testing.T) {
 	doc, err := Fetch(ctx, s)
 	if err != nil || string(doc.Raw) != bad || doc.Version != v {
 		t.Errorf("Fetch = %+v, %v; show must still see an invalid registry", doc, err)
-	}
-}
-
-// flakyStore commits a write and then reports it as unavailable, as a
-// store that timed out after committing does.
-type flakyStore struct{ objstore.Store }
-
-func (f flakyStore) Create(ctx context.Context, key string, body []byte) (string, error) {
-	if _, err := f.Store.Create(ctx, key, body); err != nil {
-		return "", err
-	}
-	return "", fmt.Errorf("store create %s: %w", key, objstore.ErrUnavailable)
-}
-
-func TestApplyResolvesAnAmbiguousWrite(t *testing.T) {
-	ctx := context.Background()
-	s := newStore()
-	v, _, err := Apply(ctx, flakyStore{s}, doc("web-1"), "")
-	if err != nil || v != stored(t, s).ETag {
-		t.Fatalf("got %q, %v; want the version read back", v, err)
 	}
 }
