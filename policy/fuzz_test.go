@@ -1,18 +1,14 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/stado/stado/internal/yamlstrict"
+	"github.com/stado/stado/internal/yamlstrict/yamlstricttest"
 )
 
 // FuzzParse: whatever the input, Parse must not panic or hang; a refusal
@@ -21,14 +17,7 @@ import (
 // testdata/fuzz/FuzzParse holds the golden and valid inputs; they are also
 // added here so that a new golden file is a seed without further work.
 func FuzzParse(f *testing.F) {
-	for _, pattern := range []string{"testdata/golden/*.yaml", "testdata/valid/*.yaml"} {
-		files, _ := filepath.Glob(pattern)
-		for _, file := range files {
-			if data, err := os.ReadFile(file); err == nil {
-				f.Add(data)
-			}
-		}
-	}
+	yamlstricttest.AddSeeds(f, "testdata/golden/*.yaml", "testdata/valid/*.yaml")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The fuzzer has no per-input timeout; turn a hang into a crash that
 		// names the input.
@@ -40,14 +29,8 @@ func FuzzParse(f *testing.F) {
 			if p != nil {
 				t.Fatal("a policy returned along with an error")
 			}
-			var es yamlstrict.Errors
-			if !errors.As(err, &es) {
-				t.Fatalf("error of type %T", err)
-			}
-			for _, line := range strings.Split(err.Error(), "\n") {
-				if !positioned.MatchString(line) {
-					t.Fatalf("problem without line:column: %q", line)
-				}
+			if problem := yamlstricttest.CheckRefusal(err); problem != "" {
+				t.Fatal(problem)
 			}
 			return
 		}

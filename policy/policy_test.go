@@ -1,74 +1,22 @@
 package policy
 
 import (
-	"errors"
 	"flag"
 	"os"
-	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/stado/stado/internal/yamlstrict"
+	"github.com/stado/stado/internal/yamlstrict/yamlstricttest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.golden from the current output")
-
-// positioned matches an error line that names its line and column.
-var positioned = regexp.MustCompile(`^[1-9][0-9]*:[1-9][0-9]*: `)
 
 // TestGolden parses every malformed policy in testdata/golden and compares
 // the whole error text with its .golden file. Run with -update to rewrite
 // the .golden files, then review the diff.
 func TestGolden(t *testing.T) {
-	inputs, err := filepath.Glob("testdata/golden/*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(inputs) < 20 {
-		t.Fatalf("found %d golden inputs; the testdata is missing", len(inputs))
-	}
-	for _, in := range inputs {
-		name := strings.TrimSuffix(filepath.Base(in), ".yaml")
-		t.Run(name, func(t *testing.T) {
-			data, err := os.ReadFile(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := Parse(data)
-			if err == nil {
-				t.Fatalf("parsed without error: %+v", p)
-			}
-			if p != nil {
-				t.Error("Parse returned a policy along with an error")
-			}
-			var es yamlstrict.Errors
-			if !errors.As(err, &es) {
-				t.Errorf("error is %T, want yamlstrict.Errors", err)
-			}
-			for _, line := range strings.Split(err.Error(), "\n") {
-				if !positioned.MatchString(line) {
-					t.Errorf("error line without line:column: %q", line)
-				}
-			}
-			got := err.Error() + "\n"
-			golden := strings.TrimSuffix(in, ".yaml") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./policy -run TestGolden -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("error text differs from %s\n got:\n%s\nwant:\n%s", golden, got, want)
-			}
-		})
-	}
+	yamlstricttest.Golden(t, "testdata/golden", 20, *update, Parse)
 }
 
 func TestDefault(t *testing.T) {

@@ -1,18 +1,14 @@
 package registry
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/stado/stado/internal/yamlstrict"
+	"github.com/stado/stado/internal/yamlstrict/yamlstricttest"
 	"github.com/stado/stado/reconcile/probe"
 )
 
@@ -34,14 +30,7 @@ type rtService struct {
 // unchanged. The committed corpus in testdata/fuzz/FuzzParse holds edge
 // cases of the fast path; the golden and valid inputs are added here too.
 func FuzzParse(f *testing.F) {
-	for _, pattern := range []string{"testdata/golden/*.yaml", "testdata/valid/*.yaml"} {
-		files, _ := filepath.Glob(pattern)
-		for _, file := range files {
-			if data, err := os.ReadFile(file); err == nil {
-				f.Add(data)
-			}
-		}
-	}
+	yamlstricttest.AddSeeds(f, "testdata/golden/*.yaml", "testdata/valid/*.yaml")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		timer := time.AfterFunc(10*time.Second, func() { panic(fmt.Sprintf("Parse hung on %q", truncate(data, 200))) })
 		r, err := Parse(data)
@@ -59,14 +48,8 @@ func FuzzParse(f *testing.F) {
 			if r != nil {
 				t.Fatal("a registry returned along with an error")
 			}
-			var es yamlstrict.Errors
-			if !errors.As(err, &es) {
-				t.Fatalf("error of type %T", err)
-			}
-			for _, line := range strings.Split(err.Error(), "\n") {
-				if !positioned.MatchString(line) {
-					t.Fatalf("problem without line:column: %q", line)
-				}
+			if problem := yamlstricttest.CheckRefusal(err); problem != "" {
+				t.Fatal(problem)
 			}
 			if serr != nil && err.Error() != serr.Error() {
 				t.Fatalf("Parse's errors are not the strict path's:\n%v\n---\n%v", err, serr)
