@@ -115,7 +115,8 @@ type Config struct {
 	// Holder names the party (DESIGN: "service-reconciler", shared by every
 	// reconciler). Required.
 	Holder string
-	// Owner names the process, for operators ("host/pid/random"). Required.
+	// Owner names the process, for operators ("host/pid/random";
+	// ProcessOwner makes one). Required.
 	Owner string
 	// Clock is the local clock: it is used for sleeping and for turning a
 	// fence into a local monotonic deadline, never to judge an instant.

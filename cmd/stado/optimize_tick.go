@@ -67,7 +67,7 @@ func (a *app) newReconciler(ctx context.Context) (*reconcile.Reconciler, objstor
 	r, err := reconcile.New(reconcile.Config{
 		Store:     store,
 		Clock:     a.clock,
-		Owner:     owner(),
+		Owner:     lease.ProcessOwner(),
 		Local:     cfg,
 		Hostname:  a.getenv("STADO_HOSTNAME"),
 		Logger:    a.logger,

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -202,17 +200,6 @@ func (a *app) openStore(ctx context.Context) (objstore.Store, error) {
 	}
 	a.store = s
 	return s, nil
-}
-
-// owner names this process for operators: host/pid/random.
-func owner() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // actor is who an operator action is recorded as: --actor, else user@host.

@@ -7,9 +7,6 @@ package tickrun
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"os"
 	"reflect"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/stado/stado/internal/clock"
 	"github.com/stado/stado/internal/localconfig"
+	"github.com/stado/stado/lease"
 	"github.com/stado/stado/objstore"
 	"github.com/stado/stado/reconcile"
 	"github.com/stado/stado/reports"
@@ -86,7 +84,7 @@ func Run(ctx context.Context, o Options) (*Stats, error) {
 	rcfg := reconcile.Config{
 		Store:  counter,
 		Clock:  clock.Real{},
-		Owner:  owner(),
+		Owner:  lease.ProcessOwner(),
 		Local:  cfg,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
@@ -147,14 +145,4 @@ func Run(ctx context.Context, o Options) (*Stats, error) {
 		st.Error = tickErr.Error()
 	}
 	return st, nil
-}
-
-func owner() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
